@@ -1,0 +1,178 @@
+"""Any exception -> one tdk error: the single mapping table of ``docs/errors.md``.
+
+tdk's own errors pass through unchanged. Foreign exceptions are looked up along their MRO, so
+the most specific class wins. httpx exceptions are keyed by class name, which makes the same
+rows serve ``httpx2`` (whose classes share the names but not the base classes) without
+importing either package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from tdk._redact import redact_text
+from tdk.errors import (
+    MAX_DEVELOPER_MESSAGE_CHARS,
+    ErrorKind,
+    FatalToolError,
+    NetworkTransportError,
+    ToolCancelledError,
+    ToolError,
+    ToolTimeoutError,
+    UpstreamError,
+)
+
+#: Root module names whose exceptions are mapped by the httpx rows.
+HTTPX_MODULES: Final = frozenset({"httpx", "httpx2"})
+
+_K = ErrorKind
+_Build = Callable[[BaseException, Iterable[str]], ToolError]
+
+
+def _network(kind: ErrorKind, message: str) -> _Build:
+    def build(exc: BaseException, secrets: Iterable[str]) -> ToolError:
+        return NetworkTransportError(
+            message,
+            kind=kind,  # type: ignore[arg-type]
+            developer_message=describe(exc, secrets),
+            details=_request_details(exc),
+        )
+
+    return build
+
+
+def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
+    """``raise_for_status()`` inside a tool: classified by the upstream status table."""
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    return UpstreamError(
+        "The upstream service returned an error.",
+        status_code=status if isinstance(status, int) else None,
+        developer_message=describe(exc, secrets),
+        details=_request_details(exc),
+    )
+
+
+#: httpx exception class name -> builder; looked up along the MRO, most specific first.
+HTTPX_TABLE: Final[Mapping[str, _Build]] = {
+    "HTTPStatusError": _http_status,
+    "TimeoutException": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT, "The upstream service did not answer in time."
+    ),
+    "ConnectError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."
+    ),
+    "ProxyError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."
+    ),
+    "ProtocolError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE,
+        "The upstream service broke the HTTP protocol.",
+    ),
+    "TransportError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
+        "The connection to the upstream service failed.",
+    ),
+    "RequestError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
+        "The request to the upstream service failed.",
+    ),
+}
+
+
+def _timeout(exc: BaseException, secrets: Iterable[str]) -> ToolError:
+    return ToolTimeoutError("The tool timed out.", developer_message=describe(exc, secrets))
+
+
+def _cancelled(exc: BaseException, secrets: Iterable[str]) -> ToolError:
+    return ToolCancelledError(
+        "The tool's work was cancelled.", developer_message=describe(exc, secrets)
+    )
+
+
+def _group(exc: BaseException, secrets: Iterable[str]) -> ToolError:
+    members = sorted({type(e).__name__ for e in getattr(exc, "exceptions", ())})
+    return FatalToolError(
+        f"The tool failed with several errors at once ({', '.join(members)}).",
+        developer_message=describe(exc, secrets),
+        details={"exceptions": members},
+    )
+
+
+def _fatal(exc: BaseException, secrets: Iterable[str]) -> ToolError:
+    return FatalToolError(
+        f"An unhandled {type(exc).__name__} was raised by the tool.",
+        developer_message=describe(exc, secrets),
+    )
+
+
+#: Builtin exception class -> builder; looked up along the MRO after the httpx rows.
+BUILTIN_TABLE: Final[Mapping[type[BaseException], _Build]] = {
+    TimeoutError: _timeout,
+    asyncio.CancelledError: _cancelled,
+    BaseExceptionGroup: _group,
+}
+
+
+def to_tool_error(exc: BaseException, *, secrets: Iterable[str] = ()) -> ToolError:
+    """The tdk error for ``exc``: itself when it is one, else the mapped error chained to it."""
+    if isinstance(exc, ToolError):
+        return exc
+    error = _builder_for(exc)(exc, secrets)
+    error.__cause__ = exc
+    return error
+
+
+def _builder_for(exc: BaseException) -> _Build:
+    for cls in type(exc).__mro__:
+        if cls.__module__.partition(".")[0] in HTTPX_MODULES:
+            build = HTTPX_TABLE.get(cls.__name__)
+        else:
+            build = BUILTIN_TABLE.get(cls)
+        if build is not None:
+            return build
+    return _fatal
+
+
+def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+    """``TypeName: text`` of a foreign exception, redacted and bounded, never raising."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "<str() of the exception raised>"
+    if not isinstance(text, str):  # pragma: no cover - str() always returns str
+        text = "<unprintable>"
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return redact_text(line, secrets, limit=MAX_DEVELOPER_MESSAGE_CHARS)
+
+
+def _request_details(exc: BaseException) -> dict[str, Any]:
+    """Method and redacted URL of the request an httpx error carries, if any."""
+    from tdk._redact import redact_url
+
+    try:
+        request = exc.request  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when unset
+        return {}
+    return {"method": str(request.method), "url": redact_url(str(request.url))}
+
+
+_ERROR_STRING = re.compile(
+    r"^\[(?P<kind>[A-Z_]+)\] (?P<error>[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?: (?:during execution of|in definition of|when looking up) tool '(?P<tool>[^']*)'"
+    r"| when loading toolkit '[^']*')?: (?P<message>.*)\Z",
+    re.DOTALL,
+)
+
+
+def parse_error_string(text: str) -> tuple[ErrorKind, str, str | None, str]:
+    """Split tdk's ``str()`` format into (kind, class name, tool name, message).
+
+    Text in any other format is kind ``UNKNOWN`` of class ``ToolError`` with the text as message.
+    """
+    match = _ERROR_STRING.match(text.strip())
+    if match is None or match["kind"] not in ErrorKind.__members__:
+        return ErrorKind.UNKNOWN, ToolError.__name__, None, text.strip()
+    return ErrorKind(match["kind"]), match["error"], match["tool"], match["message"]

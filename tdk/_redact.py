@@ -1,0 +1,118 @@
+"""The one place that knows what a secret looks like.
+
+Everything tdk writes for a model, a developer or a log passes through :func:`redact_text`
+(free text) or :func:`redact_url` (URLs). Three layers, strongest first:
+
+1. exact values the caller knows are secret (context secrets, the request's credentials);
+2. credentials by position: URL userinfo, credential-bearing query parameters, header lines
+   such as ``Authorization: ...``;
+3. well-known token shapes (``sk-...``, ``ghp_...``, ``AKIA...``, JWTs, ``Bearer ...``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+REDACTED: Final = "[REDACTED]"
+
+#: Query parameter names whose values are credentials (compared case-insensitively).
+SECRET_QUERY_NAMES: Final = frozenset(
+    name.lower()
+    for name in (
+        "api_key", "apikey", "api-key", "key", "access_token", "token", "auth", "client_secret",
+        "code", "refresh_token", "id_token", "password", "passwd", "pwd", "secret", "signature",
+        "sig", "se", "sv", "session", "jwt", "x-amz-signature", "x-amz-credential",
+        "x-amz-security-token", "x-goog-signature", "x-goog-credential", "private_token",
+    )
+)  # fmt: skip
+
+#: Header names whose values are credentials (lower-case).
+SECRET_HEADER_NAMES: Final = frozenset(
+    (
+        "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key",
+        "x-goog-api-key", "x-auth-token", "x-shopify-access-token", "private-token",
+        "x-amz-security-token", "ocp-apim-subscription-key",
+    )
+)  # fmt: skip
+
+#: Query parameters whose values are kept in redacted URLs; every other value is replaced.
+SAFE_QUERY_NAMES: Final = frozenset(
+    ("page", "per_page", "page_size", "limit", "offset", "cursor", "sort", "order", "api-version")
+)
+
+_SHORTEST_EXACT_SECRET: Final = 4
+#: Characters read past a cut so that a secret straddling it is still recognised whole.
+_REDACTION_LOOKAHEAD: Final = 512
+
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@?#]*@")
+_QUERY_SECRET = re.compile(
+    r"(?P<name>(?<![A-Za-z0-9_-])(?:"
+    + "|".join(re.escape(name) for name in sorted(SECRET_QUERY_NAMES, key=len, reverse=True))
+    + r"))=(?P<value>[^&\s#'\"<>]+)",
+    re.IGNORECASE,
+)
+_HEADER_LINE = re.compile(
+    r"(?P<name>\b(?:"
+    + "|".join(re.escape(name) for name in sorted(SECRET_HEADER_NAMES, key=len, reverse=True))
+    + r")[\"']?\s*[:=]\s*[\"']?)(?P<value>[^\r\n\"',}]+)",
+    re.IGNORECASE,
+)
+_TOKEN_SHAPES = re.compile(
+    r"""
+      \bBearer\s+[A-Za-z0-9._~+/=-]{8,}
+    | \bBasic\s+[A-Za-z0-9+/=]{8,}
+    | \bsk-(?:ant-)?[A-Za-z0-9_-]{16,}
+    | \bAIza[0-9A-Za-z_-]{35}
+    | \b(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}
+    | \bgithub_pat_[A-Za-z0-9_]{20,}
+    | \bxox[abpr]-[A-Za-z0-9-]{10,}
+    | \bAKIA[0-9A-Z]{16}\b
+    | \beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}
+    """,
+    re.VERBOSE,
+)
+
+
+def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = None) -> str:
+    """Return ``text`` with every known secret, positional credential and token shape replaced.
+
+    ``secrets`` are exact values to scrub (longest first, so that a secret containing another
+    is scrubbed whole). Values shorter than four characters are ignored: scrubbing ``"a"`` would
+    destroy the text without protecting anything. With ``limit``, the result is cut to that many
+    characters, with a marker saying how much was cut; the cut happens after redaction, so a
+    secret that straddles the limit is never half-kept.
+    """
+    if limit is not None and len(text) > limit:
+        cut = len(text) - limit
+        head = redact_text(text[: limit + _REDACTION_LOOKAHEAD], secrets)[:limit]
+        return f"{head}... [{cut} more characters]"
+    for secret in sorted({s for s in secrets if len(s) >= _SHORTEST_EXACT_SECRET}, key=len)[::-1]:
+        text = text.replace(secret, REDACTED)
+    if "://" in text:
+        text = _USERINFO.sub(lambda m: m["scheme"] + REDACTED + "@", text)
+    if "=" in text:
+        text = _QUERY_SECRET.sub(lambda m: m["name"] + "=" + REDACTED, text)
+    if ":" in text or "=" in text:
+        text = _HEADER_LINE.sub(lambda m: m["name"] + REDACTED, text)
+    return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` without userinfo and with every query value redacted but safe ones.
+
+    Fragments are dropped. A value survives only when its name is in :data:`SAFE_QUERY_NAMES`
+    (an allowlist: an unknown parameter may be a credential).
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
+    netloc = parts.netloc.rpartition("@")[2]
+    query = "&".join(
+        f"{name}={value if name.lower() in SAFE_QUERY_NAMES else REDACTED}"
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

@@ -1,0 +1,800 @@
+"""Every error tdk raises on purpose, and the data a planner reads from them.
+
+Each class fixes a :class:`ErrorKind` (who failed, when, and what); each kind has exactly one
+:class:`ErrorCategory` (what a planner should do about it) and a default ``retryable``. Those
+three are class attributes, readable without an instance: ``ToolTimeoutError.category``.
+
+The tree::
+
+    ToolError
+    ├── ToolkitLoadError
+    ├── ToolDefinitionError
+    │   ├── ToolInputSchemaError
+    │   └── ToolOutputSchemaError
+    ├── ToolNotFoundError
+    └── ToolRuntimeError
+        ├── ToolInputError
+        ├── ToolOutputError
+        ├── RetryableToolError
+        ├── ContextRequiredToolError
+        ├── FatalToolError
+        ├── ToolTimeoutError
+        ├── ToolCancelledError
+        ├── UpstreamError
+        │   ├── UpstreamBadRequestError
+        │   ├── UpstreamAuthError
+        │   ├── UpstreamNotFoundError
+        │   ├── UpstreamValidationError
+        │   ├── UpstreamRateLimitError
+        │   └── UpstreamServerError
+        ├── NetworkTransportError
+        ├── ToolRequirementError
+        ├── ToolRateLimitedError
+        ├── ToolCircuitOpenError
+        └── ToolBulkheadFullError
+
+Errors are plain data: :meth:`ToolError.to_dict` gives fixed keys, :meth:`ToolError.to_error_info`
+the frozen :class:`ErrorInfo` that results carry, and every error pickles with all its fields.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, Self, TypedDict, Unpack, cast
+
+from pydantic import BaseModel, ConfigDict
+
+from tdk._redact import redact_text
+
+__all__ = [
+    "ContextRequiredToolError",
+    "ErrorCategory",
+    "ErrorInfo",
+    "ErrorKind",
+    "FatalToolError",
+    "NetworkTransportError",
+    "RetryableToolError",
+    "ToolBulkheadFullError",
+    "ToolCancelledError",
+    "ToolCircuitOpenError",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolInputError",
+    "ToolInputSchemaError",
+    "ToolNotFoundError",
+    "ToolOutputError",
+    "ToolOutputSchemaError",
+    "ToolRateLimitedError",
+    "ToolRequirementError",
+    "ToolRuntimeError",
+    "ToolTimeoutError",
+    "ToolkitLoadError",
+    "UpstreamAuthError",
+    "UpstreamBadRequestError",
+    "UpstreamError",
+    "UpstreamNotFoundError",
+    "UpstreamRateLimitError",
+    "UpstreamServerError",
+    "UpstreamValidationError",
+]
+
+#: Retries after the first attempt that a retryable error allows unless it says otherwise.
+DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
+#: Longest developer message (and stack trace) kept; the rest is cut with a marker.
+MAX_DEVELOPER_MESSAGE_CHARS: Final = 4000
+_MAX_DETAILS_DEPTH: Final = 8
+
+
+class ErrorCategory(enum.StrEnum):
+    """The planner's view of an error: what to do next (see ``docs/errors.md``)."""
+
+    RATE_LIMIT = "rate_limit"
+    CIRCUIT_OPEN = "circuit_open"
+    BULKHEAD_FULL = "bulkhead_full"
+    TIMEOUT = "timeout"
+    EXECUTION = "execution"
+    CONNECTION = "connection"
+    SERVER_ERROR = "server_error"
+    VALIDATION = "validation"
+    AUTHENTICATION = "authentication"
+    NOT_FOUND = "not_found"
+    CONTEXT_REQUIRED = "context_required"
+    CANCELLED = "cancelled"
+    CONFIGURATION = "configuration"
+
+
+class ErrorKind(enum.StrEnum):
+    """Who failed, when, and what. The value equals the name."""
+
+    TOOLKIT_LOAD_FAILED = "TOOLKIT_LOAD_FAILED"
+    TOOL_DEFINITION_BAD_DEFINITION = "TOOL_DEFINITION_BAD_DEFINITION"
+    TOOL_DEFINITION_BAD_INPUT_SCHEMA = "TOOL_DEFINITION_BAD_INPUT_SCHEMA"
+    TOOL_DEFINITION_BAD_OUTPUT_SCHEMA = "TOOL_DEFINITION_BAD_OUTPUT_SCHEMA"
+    TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
+    TOOL_RUNTIME_BAD_INPUT_VALUE = "TOOL_RUNTIME_BAD_INPUT_VALUE"
+    TOOL_RUNTIME_BAD_OUTPUT_VALUE = "TOOL_RUNTIME_BAD_OUTPUT_VALUE"
+    TOOL_RUNTIME_RETRY = "TOOL_RUNTIME_RETRY"
+    TOOL_RUNTIME_CONTEXT_REQUIRED = "TOOL_RUNTIME_CONTEXT_REQUIRED"
+    TOOL_RUNTIME_FATAL = "TOOL_RUNTIME_FATAL"
+    TOOL_RUNTIME_TIMEOUT = "TOOL_RUNTIME_TIMEOUT"
+    TOOL_RUNTIME_CANCELLED = "TOOL_RUNTIME_CANCELLED"
+    TOOL_RUNTIME_MISSING_REQUIREMENT = "TOOL_RUNTIME_MISSING_REQUIREMENT"
+    TOOL_RUNTIME_RATE_LIMITED = "TOOL_RUNTIME_RATE_LIMITED"
+    TOOL_RUNTIME_CIRCUIT_OPEN = "TOOL_RUNTIME_CIRCUIT_OPEN"
+    TOOL_RUNTIME_BULKHEAD_FULL = "TOOL_RUNTIME_BULKHEAD_FULL"
+    UPSTREAM_RUNTIME_BAD_REQUEST = "UPSTREAM_RUNTIME_BAD_REQUEST"
+    UPSTREAM_RUNTIME_AUTH_ERROR = "UPSTREAM_RUNTIME_AUTH_ERROR"
+    UPSTREAM_RUNTIME_NOT_FOUND = "UPSTREAM_RUNTIME_NOT_FOUND"
+    UPSTREAM_RUNTIME_VALIDATION_ERROR = "UPSTREAM_RUNTIME_VALIDATION_ERROR"
+    UPSTREAM_RUNTIME_RATE_LIMIT = "UPSTREAM_RUNTIME_RATE_LIMIT"
+    UPSTREAM_RUNTIME_SERVER_ERROR = "UPSTREAM_RUNTIME_SERVER_ERROR"
+    UPSTREAM_RUNTIME_UNMAPPED = "UPSTREAM_RUNTIME_UNMAPPED"
+    NETWORK_TRANSPORT_RUNTIME_TIMEOUT = "NETWORK_TRANSPORT_RUNTIME_TIMEOUT"
+    NETWORK_TRANSPORT_RUNTIME_UNREACHABLE = "NETWORK_TRANSPORT_RUNTIME_UNREACHABLE"
+    NETWORK_TRANSPORT_RUNTIME_UNMAPPED = "NETWORK_TRANSPORT_RUNTIME_UNMAPPED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def category(self) -> ErrorCategory:
+        """The one category of this kind."""
+        return _KIND_TABLE[self][0]
+
+    @property
+    def default_retryable(self) -> bool:
+        """Whether errors of this kind are retryable unless an instance says otherwise."""
+        return _KIND_TABLE[self][1]
+
+
+_C = ErrorCategory
+_K = ErrorKind
+#: kind -> (category, retryable by default). ``docs/errors.md`` carries the same table; a
+#: test keeps the two equal.
+_KIND_TABLE: Final[Mapping[ErrorKind, tuple[ErrorCategory, bool]]] = {
+    _K.TOOLKIT_LOAD_FAILED: (_C.CONFIGURATION, False),
+    _K.TOOL_DEFINITION_BAD_DEFINITION: (_C.CONFIGURATION, False),
+    _K.TOOL_DEFINITION_BAD_INPUT_SCHEMA: (_C.CONFIGURATION, False),
+    _K.TOOL_DEFINITION_BAD_OUTPUT_SCHEMA: (_C.CONFIGURATION, False),
+    _K.TOOL_NOT_FOUND: (_C.NOT_FOUND, False),
+    _K.TOOL_RUNTIME_BAD_INPUT_VALUE: (_C.VALIDATION, False),
+    _K.TOOL_RUNTIME_BAD_OUTPUT_VALUE: (_C.EXECUTION, False),
+    _K.TOOL_RUNTIME_RETRY: (_C.EXECUTION, True),
+    _K.TOOL_RUNTIME_CONTEXT_REQUIRED: (_C.CONTEXT_REQUIRED, False),
+    _K.TOOL_RUNTIME_FATAL: (_C.EXECUTION, False),
+    _K.TOOL_RUNTIME_TIMEOUT: (_C.TIMEOUT, True),
+    _K.TOOL_RUNTIME_CANCELLED: (_C.CANCELLED, False),
+    _K.TOOL_RUNTIME_MISSING_REQUIREMENT: (_C.CONFIGURATION, False),
+    _K.TOOL_RUNTIME_RATE_LIMITED: (_C.RATE_LIMIT, True),
+    _K.TOOL_RUNTIME_CIRCUIT_OPEN: (_C.CIRCUIT_OPEN, True),
+    _K.TOOL_RUNTIME_BULKHEAD_FULL: (_C.BULKHEAD_FULL, True),
+    _K.UPSTREAM_RUNTIME_BAD_REQUEST: (_C.VALIDATION, False),
+    _K.UPSTREAM_RUNTIME_AUTH_ERROR: (_C.AUTHENTICATION, False),
+    _K.UPSTREAM_RUNTIME_NOT_FOUND: (_C.NOT_FOUND, False),
+    _K.UPSTREAM_RUNTIME_VALIDATION_ERROR: (_C.VALIDATION, False),
+    _K.UPSTREAM_RUNTIME_RATE_LIMIT: (_C.RATE_LIMIT, True),
+    _K.UPSTREAM_RUNTIME_SERVER_ERROR: (_C.SERVER_ERROR, True),
+    _K.UPSTREAM_RUNTIME_UNMAPPED: (_C.EXECUTION, False),
+    _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT: (_C.TIMEOUT, True),
+    _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE: (_C.CONNECTION, True),
+    _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED: (_C.CONNECTION, True),
+    _K.UNKNOWN: (_C.EXECUTION, False),
+}
+del _C, _K
+
+
+class ErrorOptions(TypedDict, total=False):
+    """Keyword options every :class:`ToolError` accepts."""
+
+    developer_message: str | None
+    retry_after_ms: int | None
+    status_code: int | None
+    details: Mapping[str, Any] | None
+    additional_prompt_content: str | None
+    tool_name: str | None
+    max_retry_attempts: int | None
+
+
+class RuntimeErrorOptions(ErrorOptions, total=False):
+    """Options of :class:`ToolRuntimeError` and below: ``retryable`` may be overridden."""
+
+    retryable: bool | None
+
+
+def _restore(cls: type[ToolError], message: str) -> ToolError:
+    """Recreate an error for unpickling; its fields arrive through ``__setstate__``."""
+    return Exception.__new__(cls, message)
+
+
+class ToolError(Exception):
+    """Root of every error tdk raises on purpose.
+
+    ``message`` is safe to show the model. Every other field is keyword-only; see
+    ``docs/errors.md`` for what each means and the ``to_dict()`` shape.
+    """
+
+    kind: ErrorKind = ErrorKind.UNKNOWN
+    """Who failed, when, and what. Fixed per class (and per instance for a few classes)."""
+    category: ErrorCategory = ErrorKind.UNKNOWN.category
+    """What a planner should do; always ``kind.category``."""
+    retryable: bool = ErrorKind.UNKNOWN.default_retryable
+    """Whether the same call may succeed later. Class value is the kind's default."""
+
+    #: How ``str()`` names the subject, as in ``... during execution of tool 'x': ...``.
+    _subject_phrase: ClassVar[str] = "during execution of tool"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.category = cls.kind.category
+        cls.retryable = cls.kind.default_retryable
+
+    def __init__(self, message: str, **options: Unpack[ErrorOptions]) -> None:
+        super().__init__(message)
+        self.message: str = message
+        """The model-facing text; never mutated by formatting."""
+        self.developer_message: str | None = options.get("developer_message")
+        """Detail for logs and developers; redacted where tdk builds it."""
+        self.retry_after_ms: int | None = options.get("retry_after_ms")
+        """Milliseconds to wait before retrying; None means unknown."""
+        self.status_code: int | None = options.get("status_code")
+        """The upstream HTTP status, when there is one."""
+        self.details: dict[str, Any] = _json_safe_mapping(options.get("details") or {})
+        """JSON-safe facts with fixed keys per class (``tool_name``, ``timeout``, ...)."""
+        self.additional_prompt_content: str | None = options.get("additional_prompt_content")
+        """Guidance for the model: what to do differently next time."""
+        self.tool_name: str | None = options.get("tool_name")
+        """The tool this error belongs to, once known."""
+        max_retry_attempts = options.get("max_retry_attempts")
+        if max_retry_attempts is not None and max_retry_attempts < 0:
+            raise ValueError("max_retry_attempts must be >= 0")
+        self._max_retry_attempts = max_retry_attempts
+
+    @property
+    def max_retry_attempts(self) -> int:
+        """Retries allowed after the first attempt: as given, else 3 if retryable, else 0."""
+        if self._max_retry_attempts is not None:
+            return self._max_retry_attempts
+        return DEFAULT_MAX_RETRY_ATTEMPTS if self.retryable else 0
+
+    def _subject(self) -> str | None:
+        return self.tool_name
+
+    def __str__(self) -> str:
+        head = f"[{self.kind.value}] {type(self).__name__}"
+        subject = self._subject()
+        if subject:
+            return f"{head} {self._subject_phrase} '{subject}': {self.message}"
+        return f"{head}: {self.message}"
+
+    def __repr__(self) -> str:
+        parts = [repr(self.message)]
+        for name, value in self._repr_options():
+            parts.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def _repr_options(self) -> Iterable[tuple[str, object]]:
+        for name in (
+            "developer_message",
+            "retry_after_ms",
+            "status_code",
+            "additional_prompt_content",
+            "tool_name",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                yield name, value
+        if "retryable" in self.__dict__:
+            yield "retryable", self.retryable
+        if self._max_retry_attempts is not None:
+            yield "max_retry_attempts", self._max_retry_attempts
+        if self.details:
+            yield "details", self.details
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), self.message), self.__dict__.copy())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict with fixed keys; enum values as strings."""
+        record = self._record()
+        record["kind"] = self.kind.value
+        record["category"] = self.category.value
+        return record
+
+    def _record(self) -> dict[str, Any]:
+        return {
+            "error": type(self).__name__,
+            "kind": self.kind,
+            "category": self.category,
+            "message": self.message,
+            "developer_message": self.developer_message,
+            "retryable": self.retryable,
+            "retry_after_ms": self.retry_after_ms,
+            "status_code": self.status_code,
+            "additional_prompt_content": self.additional_prompt_content,
+            "tool_name": self.tool_name,
+            "max_retry_attempts": self.max_retry_attempts,
+            "details": dict(self.details),
+        }
+
+    def to_error_info(
+        self, *, include_stacktrace: bool = False, secrets: Iterable[str] = ()
+    ) -> ErrorInfo:
+        """This error as the frozen :class:`ErrorInfo` that results carry.
+
+        ``include_stacktrace`` adds the redacted traceback (opt-in: it may reveal code paths).
+        ``secrets`` are exact values to scrub from the stack trace.
+        """
+        cause = self.__cause__
+        return ErrorInfo.model_construct(
+            **self._record(),
+            cause=type(cause).__name__ if cause is not None else None,
+            stacktrace=_stacktrace(self, secrets) if include_stacktrace else None,
+        )
+
+    def to_log_line(self) -> str:
+        """One line for operators: ``kind=... tool=... category=... retryable=... cause=...``."""
+        cause = self.__cause__
+        fields = {
+            "kind": self.kind.value,
+            "tool": self.tool_name or "-",
+            "category": self.category.value,
+            "retryable": "true" if self.retryable else "false",
+            "status": self.status_code if self.status_code is not None else "-",
+            "retry_after_ms": self.retry_after_ms if self.retry_after_ms is not None else "-",
+            "cause": type(cause).__name__ if cause is not None else "-",
+        }
+        text = " ".join(f"{key}={value}" for key, value in fields.items())
+        return f"{text} message={json.dumps(self.message, ensure_ascii=False)}"
+
+
+class ToolkitLoadError(ToolError):
+    """A toolkit (a module or path of tools) could not be loaded; the cause is chained."""
+
+    kind = ErrorKind.TOOLKIT_LOAD_FAILED
+    _subject_phrase = "when loading toolkit"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        toolkit: str | None = None,
+        module: str | None = None,
+        **options: Unpack[ErrorOptions],
+    ) -> None:
+        super().__init__(message, **_with_details(options, toolkit=toolkit, module=module))
+
+    def _subject(self) -> str | None:
+        toolkit = self.details.get("toolkit")
+        return toolkit if isinstance(toolkit, str) else None
+
+
+class ToolDefinitionError(ToolError):
+    """A tool's definition is wrong; raised when ``@tool`` runs, listing every problem."""
+
+    kind = ErrorKind.TOOL_DEFINITION_BAD_DEFINITION
+    _subject_phrase = "in definition of tool"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        problems: Iterable[Mapping[str, Any]] | None = None,
+        **options: Unpack[ErrorOptions],
+    ) -> None:
+        listed = None if problems is None else [dict(p) for p in problems]
+        super().__init__(message, **_with_details(options, problems=listed))
+
+
+class ToolInputSchemaError(ToolDefinitionError):
+    """Every problem of the definition is in its parameters."""
+
+    kind = ErrorKind.TOOL_DEFINITION_BAD_INPUT_SCHEMA
+
+
+class ToolOutputSchemaError(ToolDefinitionError):
+    """Every problem of the definition is in its return annotation."""
+
+    kind = ErrorKind.TOOL_DEFINITION_BAD_OUTPUT_SCHEMA
+
+
+class ToolNotFoundError(ToolError):
+    """No tool of the requested name; ``details`` lists the available ones and close matches."""
+
+    kind = ErrorKind.TOOL_NOT_FOUND
+    _subject_phrase = "when looking up tool"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        available_tools: Iterable[str] | None = None,
+        suggestions: Iterable[str] | None = None,
+        **options: Unpack[ErrorOptions],
+    ) -> None:
+        super().__init__(
+            message,
+            **_with_details(
+                options,
+                available_tools=None if available_tools is None else list(available_tools),
+                suggestions=None if suggestions is None else list(suggestions),
+            ),
+        )
+
+
+class ToolRuntimeError(ToolError):
+    """Root of the errors of running a tool. ``retryable`` may be overridden per instance."""
+
+    def __init__(self, message: str, **options: Unpack[RuntimeErrorOptions]) -> None:
+        retryable = options.pop("retryable", None)
+        if retryable is not None:
+            self.retryable = retryable
+        super().__init__(message, **cast(ErrorOptions, options))
+
+
+class ToolInputError(ToolRuntimeError):
+    """The arguments did not validate; ``details["errors"]`` lists each field and why."""
+
+    kind = ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errors: Iterable[Mapping[str, Any]] | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        listed = None if errors is None else [dict(e) for e in errors]
+        super().__init__(message, **_with_details(options, errors=listed))
+
+
+class ToolOutputError(ToolRuntimeError):
+    """The tool returned a value that does not match its return annotation (a tool bug)."""
+
+    kind = ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE
+
+
+class RetryableToolError(ToolRuntimeError):
+    """Raised by a tool author: the model should call again, guided by
+    ``additional_prompt_content`` (for example other arguments)."""
+
+    kind = ErrorKind.TOOL_RUNTIME_RETRY
+
+
+class ContextRequiredToolError(ToolRuntimeError):
+    """Raised by a tool author: the model must ask the user (``additional_prompt_content``
+    says what) before calling again."""
+
+    kind = ErrorKind.TOOL_RUNTIME_CONTEXT_REQUIRED
+
+
+class FatalToolError(ToolRuntimeError):
+    """The tool failed in a way no retry will fix; unknown exceptions become this."""
+
+    kind = ErrorKind.TOOL_RUNTIME_FATAL
+
+
+class ToolTimeoutError(ToolRuntimeError):
+    """The tool ran past its time limit (``details["timeout"]`` in seconds)."""
+
+    kind = ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        timeout: float | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        super().__init__(message, **_with_details(options, timeout=timeout))
+
+
+class ToolCancelledError(ToolRuntimeError):
+    """The tool's own work was cancelled while its caller was not."""
+
+    kind = ErrorKind.TOOL_RUNTIME_CANCELLED
+
+
+class UpstreamError(ToolRuntimeError):
+    """An upstream service answered with an error status.
+
+    Constructed directly, it becomes the subclass that the status code maps to (so
+    ``UpstreamError("...", status_code=429)`` is an :class:`UpstreamRateLimitError`, and kind and
+    class always agree). Statuses outside 400-599 (or none) stay ``UpstreamError`` of kind
+    ``UPSTREAM_RUNTIME_UNMAPPED``. The subclasses fix their kind whatever the status, so a 403
+    that is really a rate limit can be an :class:`UpstreamRateLimitError` with ``status_code=403``.
+    """
+
+    kind = ErrorKind.UPSTREAM_RUNTIME_UNMAPPED
+
+    #: Client statuses that are retryable by nature (RFC 9110: request timeout, too early).
+    RETRYABLE_CLIENT_STATUSES: ClassVar[frozenset[int]] = frozenset({408, 425})
+
+    def __new__(cls, message: str, *args: Any, **options: Any) -> Self:
+        target = cls.class_for_status(options.get("status_code")) if cls is UpstreamError else cls
+        return cast(Self, super().__new__(target, message))
+
+    def __init__(self, message: str, **options: Unpack[RuntimeErrorOptions]) -> None:
+        if options.get("retryable") is None and options.get("status_code") in (
+            self.RETRYABLE_CLIENT_STATUSES
+        ):
+            options["retryable"] = True
+        super().__init__(message, **options)
+
+    @staticmethod
+    def class_for_status(status_code: int | None) -> type[UpstreamError]:
+        """The class an HTTP status maps to: the one table the HTTP hook uses too."""
+        if status_code is None or not 400 <= status_code <= 599:
+            return UpstreamError
+        exact = _UPSTREAM_BY_STATUS.get(status_code)
+        if exact is not None:
+            return exact
+        return UpstreamServerError if status_code >= 500 else UpstreamBadRequestError
+
+
+class UpstreamBadRequestError(UpstreamError):
+    """The upstream rejected the request (400 and other 4xx without a class of their own)."""
+
+    kind = ErrorKind.UPSTREAM_RUNTIME_BAD_REQUEST
+
+
+class UpstreamAuthError(UpstreamError):
+    """The upstream refused the credentials (401) or the permission (403)."""
+
+    kind = ErrorKind.UPSTREAM_RUNTIME_AUTH_ERROR
+
+
+class UpstreamNotFoundError(UpstreamError):
+    """The upstream has no such resource (404, 410)."""
+
+    kind = ErrorKind.UPSTREAM_RUNTIME_NOT_FOUND
+
+
+class UpstreamValidationError(UpstreamError):
+    """The upstream understood the request but rejected its content (422)."""
+
+    kind = ErrorKind.UPSTREAM_RUNTIME_VALIDATION_ERROR
+
+
+class UpstreamRateLimitError(UpstreamError):
+    """The upstream is rate limiting (429, or a 403/400 that really is a rate limit)."""
+
+    kind = ErrorKind.UPSTREAM_RUNTIME_RATE_LIMIT
+
+
+class UpstreamServerError(UpstreamError):
+    """The upstream failed (5xx, including 529 overload)."""
+
+    kind = ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+
+
+_UPSTREAM_BY_STATUS: Final[Mapping[int, type[UpstreamError]]] = {
+    401: UpstreamAuthError,
+    403: UpstreamAuthError,
+    404: UpstreamNotFoundError,
+    410: UpstreamNotFoundError,
+    422: UpstreamValidationError,
+    429: UpstreamRateLimitError,
+}
+
+NetworkKind = Literal[
+    ErrorKind.NETWORK_TRANSPORT_RUNTIME_TIMEOUT,
+    ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE,
+    ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
+]
+
+
+class NetworkTransportError(ToolRuntimeError):
+    """The request never got an HTTP answer: a timeout, an unreachable host, or another
+    transport failure. ``kind=`` picks one of the three ``NETWORK_TRANSPORT_RUNTIME_*`` kinds
+    (default ``..._UNMAPPED``)."""
+
+    kind = ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNMAPPED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: NetworkKind | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        if kind is not None and kind is not type(self).kind:
+            if not kind.startswith("NETWORK_TRANSPORT_RUNTIME_"):
+                raise ValueError(f"{kind} is not a network transport kind")
+            self.kind = kind
+            self.category = kind.category
+        super().__init__(message, **options)
+
+
+class ToolRequirementError(ToolRuntimeError):
+    """A secret or metadata value the tool declared is missing from the context."""
+
+    kind = ErrorKind.TOOL_RUNTIME_MISSING_REQUIREMENT
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing_secrets: Iterable[str] | None = None,
+        missing_metadata: Iterable[str] | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        super().__init__(
+            message,
+            **_with_details(
+                options,
+                missing_secrets=None if missing_secrets is None else list(missing_secrets),
+                missing_metadata=None if missing_metadata is None else list(missing_metadata),
+            ),
+        )
+
+
+class ToolRateLimitedError(ToolRuntimeError):
+    """The local rate limiter refused the call; ``retry_after_ms`` says when it would admit it."""
+
+    kind = ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: int | None = None,
+        period: float | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        super().__init__(message, **_with_details(options, limit=limit, period=period))
+
+
+class ToolCircuitOpenError(ToolRuntimeError):
+    """The tool's circuit breaker is open after repeated failures; calls fail fast until
+    ``retry_after_ms`` has passed."""
+
+    kind = ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        failure_count: int | None = None,
+        reset_timeout: float | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        super().__init__(
+            message,
+            **_with_details(options, failure_count=failure_count, reset_timeout=reset_timeout),
+        )
+
+
+class ToolBulkheadFullError(ToolRuntimeError):
+    """Too many calls of the tool (or of all tools) are running; none freed up in time."""
+
+    kind = ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        max_concurrent: int | None = None,
+        max_wait: float | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        super().__init__(
+            message, **_with_details(options, max_concurrent=max_concurrent, max_wait=max_wait)
+        )
+
+
+class ErrorInfo(BaseModel):
+    """A serialisable, frozen record of one error: what ``ToolResult.error`` carries.
+
+    Build it with :meth:`ToolError.to_error_info`, :meth:`from_exception` (any exception) or
+    :meth:`from_error_string` (text only).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    error: str
+    """Class name of the tdk error."""
+    kind: ErrorKind
+    category: ErrorCategory
+    message: str
+    developer_message: str | None = None
+    retryable: bool
+    retry_after_ms: int | None = None
+    status_code: int | None = None
+    additional_prompt_content: str | None = None
+    tool_name: str | None = None
+    max_retry_attempts: int = 0
+    details: dict[str, Any] = {}
+    cause: str | None = None
+    """Type name of the exception this error was mapped from or chained to."""
+    stacktrace: str | None = None
+    """The redacted traceback; present only when the operator opted in."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict with the same keys as :meth:`ToolError.to_dict`, plus
+        ``cause`` and ``stacktrace``."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_exception(
+        cls,
+        exc: BaseException,
+        tool_name: str | None = None,
+        *,
+        include_stacktrace: bool = False,
+        secrets: Iterable[str] = (),
+    ) -> ErrorInfo:
+        """Classify any exception: tdk's own keep their fields; httpx, timeouts and the rest
+        are mapped by the one table of ``docs/errors.md`` (unknown ones become
+        ``TOOL_RUNTIME_FATAL`` naming only the exception type)."""
+        from tdk._classify import to_tool_error
+
+        error = to_tool_error(exc, secrets=secrets)
+        info = error.to_error_info(include_stacktrace=include_stacktrace, secrets=secrets)
+        updates: dict[str, Any] = {}
+        if tool_name is not None and info.tool_name is None:
+            updates["tool_name"] = tool_name
+        if error is not exc:
+            updates["cause"] = type(exc).__name__
+            if include_stacktrace:
+                updates["stacktrace"] = _stacktrace(exc, secrets)
+        return info.model_copy(update=updates) if updates else info
+
+    @classmethod
+    def from_error_string(cls, text: str, tool_name: str | None = None) -> ErrorInfo:
+        """Build an ErrorInfo from text alone.
+
+        Text in tdk's own ``str()`` format (``[KIND] ClassName ...: message``) recovers its kind
+        and class; any other text becomes kind ``UNKNOWN``. The text is redacted either way.
+        """
+        from tdk._classify import parse_error_string
+
+        kind, error, parsed_tool, message = parse_error_string(redact_text(text))
+        return cls(
+            error=error,
+            kind=kind,
+            category=kind.category,
+            message=message,
+            developer_message=message,
+            retryable=kind.default_retryable,
+            tool_name=tool_name if tool_name is not None else parsed_tool,
+            max_retry_attempts=DEFAULT_MAX_RETRY_ATTEMPTS if kind.default_retryable else 0,
+        )
+
+
+def _with_details(options: Any, **specific: object) -> Any:
+    """Merge class-specific keywords into ``options["details"]`` (given ones win)."""
+    given = {key: value for key, value in specific.items() if value is not None}
+    if given:
+        options["details"] = {**(options.get("details") or {}), **given}
+    return options
+
+
+def _json_safe_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(key): _json_safe(item, 0) for key, item in value.items()}
+
+
+def _json_safe(value: object, depth: int) -> Any:
+    """A JSON-safe copy: containers copied, non-finite floats and unknown objects named."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if depth >= _MAX_DETAILS_DEPTH:
+        return "<nested too deeply>"
+    if isinstance(value, Mapping):
+        return {str(key): _json_safe(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_safe(item, depth + 1) for item in value]
+    if isinstance(value, enum.Enum):
+        return _json_safe(value.value, depth + 1)
+    return f"<{type(value).__name__}>"
+
+
+def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except Exception:  # a hostile __str__ somewhere in the chain
+        text = f"<traceback of {type(exc).__name__} could not be formatted>"
+    return redact_text(text, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)
