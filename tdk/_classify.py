@@ -140,10 +140,8 @@ def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
     """``TypeName: text`` of a foreign exception, redacted and bounded, never raising."""
     try:
         text = str(exc)
-    except Exception:
+    except Exception:  # a hostile __str__, or one returning a non-string
         text = "<str() of the exception raised>"
-    if not isinstance(text, str):  # pragma: no cover - str() always returns str
-        text = "<unprintable>"
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return redact_text(line, secrets, limit=MAX_DEVELOPER_MESSAGE_CHARS)
 

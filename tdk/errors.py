@@ -271,7 +271,8 @@ class ToolError(Exception):
     def __repr__(self) -> str:
         parts = [repr(self.message)]
         for name, value in self._repr_options():
-            parts.append(f"{name}={value!r}")
+            shown = f"{type(value).__name__}.{value.name}" if isinstance(value, enum.Enum) else None
+            parts.append(f"{name}={shown or repr(value)}")
         return f"{type(self).__name__}({', '.join(parts)})"
 
     def _repr_options(self) -> Iterable[tuple[str, object]]:
@@ -606,6 +607,11 @@ class NetworkTransportError(ToolRuntimeError):
             self.category = kind.category
         super().__init__(message, **options)
 
+    def _repr_options(self) -> Iterable[tuple[str, object]]:
+        if "kind" in self.__dict__:
+            yield "kind", self.kind
+        yield from super()._repr_options()
+
 
 class ToolRequirementError(ToolRuntimeError):
     """A secret or metadata value the tool declared is missing from the context."""
@@ -777,6 +783,8 @@ def _json_safe_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
 
 def _json_safe(value: object, depth: int) -> Any:
     """A JSON-safe copy: containers copied, non-finite floats and unknown objects named."""
+    if isinstance(value, enum.Enum):
+        value = value.value
     if value is None or isinstance(value, str | bool | int):
         return value
     if isinstance(value, float):
@@ -787,14 +795,10 @@ def _json_safe(value: object, depth: int) -> Any:
         return {str(key): _json_safe(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_json_safe(item, depth + 1) for item in value]
-    if isinstance(value, enum.Enum):
-        return _json_safe(value.value, depth + 1)
     return f"<{type(value).__name__}>"
 
 
 def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:
-    try:
-        text = "".join(traceback.format_exception(exc))
-    except Exception:  # a hostile __str__ somewhere in the chain
-        text = f"<traceback of {type(exc).__name__} could not be formatted>"
+    # traceback copes with hostile __str__ and cyclic chains on its own.
+    text = "".join(traceback.format_exception(exc))
     return redact_text(text, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)

@@ -1,0 +1,113 @@
+"""Redaction: what a secret looks like, in text and in URLs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tdk._redact import REDACTED, redact_text, redact_url
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "GET https://alice:s3cret@api.example.com/x failed",
+            "GET https://[REDACTED]@api.example.com/x failed",
+            id="url-userinfo",
+        ),
+        pytest.param(
+            "url=https://api.example.com/x?api_key=abc123&page=2",
+            "url=https://api.example.com/x?api_key=[REDACTED]&page=2",
+            id="query-api-key",
+        ),
+        pytest.param(
+            "https://s3.example.com/o?X-Amz-Signature=deadbeef&X-Amz-Credential=AK/2026",
+            "https://s3.example.com/o?X-Amz-Signature=[REDACTED]&X-Amz-Credential=[REDACTED]",
+            id="query-aws-signature",
+        ),
+        pytest.param(
+            "https://acct.blob.core.windows.net/c?sv=2024&se=2026&sig=abc%2Fdef",
+            "https://acct.blob.core.windows.net/c?sv=[REDACTED]&se=[REDACTED]&sig=[REDACTED]",
+            id="query-azure-sas",
+        ),
+        pytest.param("?token=xyz&sort=asc", "?token=[REDACTED]&sort=asc", id="query-token"),
+        pytest.param("monkey=1&keyboard=2", "monkey=1&keyboard=2", id="query-name-inside-a-word"),
+        pytest.param(
+            "Authorization: Basic dXNlcjpwYXNz", "Authorization: [REDACTED]", id="header-basic"
+        ),
+        pytest.param(
+            "headers={'X-Api-Key': 'k-123456', 'Accept': 'json'}",
+            "headers={'X-Api-Key': '[REDACTED]', 'Accept': 'json'}",
+            id="header-in-dict-repr",
+        ),
+        pytest.param("cookie=session=abc", "cookie=[REDACTED]", id="cookie"),
+        pytest.param(
+            "token sk-abcdefghijklmnopqrstuvwx used", "token [REDACTED] used", id="openai-key"
+        ),
+        pytest.param("sk-ant-api03-abcdefghijklmnopqrstuv", "[REDACTED]", id="anthropic-key"),
+        pytest.param("key AIza" + "B" * 35 + " bad", "key [REDACTED] bad", id="google-key"),
+        pytest.param("ghp_" + "a" * 36, "[REDACTED]", id="github-pat"),
+        pytest.param("github_pat_" + "A1" * 20, "[REDACTED]", id="github-fine-grained"),
+        pytest.param("xoxb-1234567890-abcdef", "[REDACTED]", id="slack"),
+        pytest.param("AKIAABCDEFGHIJKLMNOP", "[REDACTED]", id="aws-access-key"),
+        pytest.param("jwt eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl end", "jwt [REDACTED] end", id="jwt"),
+        pytest.param("sent Bearer abc.def-ghi_jkl", "sent [REDACTED]", id="bearer"),
+        pytest.param("nothing secret here: 42", "nothing secret here: 42", id="clean"),
+    ],
+)
+def test_redact_text(text: str, expected: str) -> None:
+    """Credentials by position and token shapes are replaced."""
+    assert redact_text(text) == expected
+
+
+def test_exact_values_longest_first() -> None:
+    """Known secrets are replaced whole, even when one contains another."""
+    text = "a=topsecret b=topsecret-extended"
+    assert redact_text(text, ["topsecret", "topsecret-extended"]) == (f"a={REDACTED} b={REDACTED}")
+
+
+def test_very_short_values_are_not_scrubbed() -> None:
+    """A one-letter 'secret' would destroy the text without protecting anything."""
+    assert redact_text("a cat", ["a"]) == "a cat"
+
+
+def test_limit_cuts_after_redacting() -> None:
+    """A secret straddling the cut is redacted, not half-kept."""
+    secret = "S" * 40
+    text = "x" * 90 + secret + "tail"
+    out = redact_text(text, [secret], limit=100)
+    assert "SSSS" not in out
+    assert out.startswith("x" * 90 + "[REDACTED]"[:10])
+    assert out.endswith(f"... [{len(text) - 100} more characters]")
+
+
+def test_limit_leaves_short_text_alone() -> None:
+    """Text under the limit is returned whole."""
+    assert redact_text("short", limit=100) == "short"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        pytest.param(
+            "https://u:p@api.example.com/v1/x?api_key=k&page=2&per_page=50#frag",
+            "https://api.example.com/v1/x?api_key=[REDACTED]&page=2&per_page=50",
+            id="userinfo-query-fragment",
+        ),
+        pytest.param(
+            "https://api.example.com/x?q=private+search&limit=5",
+            "https://api.example.com/x?q=[REDACTED]&limit=5",
+            id="unknown-param-redacted",
+        ),
+        pytest.param(
+            "https://x.openai.azure.com/d?api-version=2024-10-21",
+            "https://x.openai.azure.com/d?api-version=2024-10-21",
+            id="api-version-kept",
+        ),
+        pytest.param("https://example.com/plain", "https://example.com/plain", id="no-query"),
+        pytest.param("http://[::1:bad/", REDACTED, id="unparseable"),
+    ],
+)
+def test_redact_url(url: str, expected: str) -> None:
+    """URLs lose userinfo, fragments and every query value outside the allowlist."""
+    assert redact_url(url) == expected
