@@ -335,19 +335,9 @@ class ToolError(Exception):
         )
 
     def to_log_line(self) -> str:
-        """One line for operators: ``kind=... tool=... category=... retryable=... cause=...``."""
-        cause = self.__cause__
-        fields = {
-            "kind": self.kind.value,
-            "tool": self.tool_name or "-",
-            "category": self.category.value,
-            "retryable": "true" if self.retryable else "false",
-            "status": self.status_code if self.status_code is not None else "-",
-            "retry_after_ms": self.retry_after_ms if self.retry_after_ms is not None else "-",
-            "cause": type(cause).__name__ if cause is not None else "-",
-        }
-        text = " ".join(f"{key}={value}" for key, value in fields.items())
-        return f"{text} message={json.dumps(self.message, ensure_ascii=False)}"
+        """One line for operators: ``kind=... tool=... category=... retryable=... cause=...``
+        (see :meth:`ErrorInfo.to_log_line`)."""
+        return self.to_error_info().to_log_line()
 
 
 class ToolkitLoadError(ToolError):
@@ -722,6 +712,21 @@ class ErrorInfo(BaseModel):
         ``cause`` and ``stacktrace``."""
         return self.model_dump(mode="json")
 
+    def to_log_line(self) -> str:
+        """One line for operators: kind, tool, category, retryability, status, wait, the
+        cause's type and the message (JSON-quoted, so it stays on one line)."""
+        fields = (
+            ("kind", self.kind.value),
+            ("tool", self.tool_name or "-"),
+            ("category", self.category.value),
+            ("retryable", "true" if self.retryable else "false"),
+            ("status", "-" if self.status_code is None else self.status_code),
+            ("retry_after_ms", "-" if self.retry_after_ms is None else self.retry_after_ms),
+            ("cause", self.cause or "-"),
+        )
+        text = " ".join(f"{key}={value}" for key, value in fields)
+        return f"{text} message={json.dumps(self.message, ensure_ascii=False)}"
+
     @classmethod
     def from_exception(
         cls,
@@ -736,16 +741,21 @@ class ErrorInfo(BaseModel):
         ``TOOL_RUNTIME_FATAL`` naming only the exception type)."""
         from tdk._classify import to_tool_error
 
+        secrets = tuple(secrets)
         error = to_tool_error(exc, secrets=secrets)
-        info = error.to_error_info(include_stacktrace=include_stacktrace, secrets=secrets)
-        updates: dict[str, Any] = {}
-        if tool_name is not None and info.tool_name is None:
-            updates["tool_name"] = tool_name
-        if error is not exc:
-            updates["cause"] = type(exc).__name__
-            if include_stacktrace:
-                updates["stacktrace"] = _stacktrace(exc, secrets)
-        return info.model_copy(update=updates) if updates else info
+        record = error._record()
+        for name in ("message", "developer_message", "additional_prompt_content"):
+            if record[name]:
+                record[name] = redact_text(record[name], secrets)
+        record["details"] = _redact_json(record["details"], secrets)
+        if record["tool_name"] is None:
+            record["tool_name"] = tool_name
+        cause = exc if error is not exc else error.__cause__
+        return cls.model_construct(
+            **record,
+            cause=type(cause).__name__ if cause is not None else None,
+            stacktrace=_stacktrace(exc, secrets) if include_stacktrace else None,
+        )
 
     @classmethod
     def from_error_string(cls, text: str, tool_name: str | None = None) -> ErrorInfo:
@@ -796,6 +806,17 @@ def _json_safe(value: object, depth: int) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [_json_safe(item, depth + 1) for item in value]
     return f"<{type(value).__name__}>"
+
+
+def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` (JSON-safe already) with every string in it redacted."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {key: _redact_json(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_json(item, secrets) for item in value]
+    return value
 
 
 def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:

@@ -16,6 +16,7 @@ from tdk.errors import (
     RetryableToolError,
     ToolInputSchemaError,
     ToolkitLoadError,
+    UpstreamRateLimitError,
 )
 
 REQUEST = httpx.Request(
@@ -381,3 +382,25 @@ def test_error_info_is_frozen() -> None:
     info = ErrorInfo.from_exception(KeyError("x"))
     with pytest.raises(Exception, match="frozen"):
         info.message = "changed"  # type: ignore[misc]
+
+
+def test_from_exception_redacts_every_text_field() -> None:
+    """Known secrets and token shapes are scrubbed from a tdk error's text and details."""
+    secret = "planted-secret-0042"
+    error = RetryableToolError(
+        f"refused {secret}",
+        developer_message=f"token={secret}",
+        additional_prompt_content=f"never send {secret}",
+        details={"nested": [{"value": secret}], "auth": "Bearer abcdefghijklmnop"},
+    )
+    info = ErrorInfo.from_exception(error, secrets=iter([secret]))
+    assert secret not in json.dumps(info.to_dict())
+    assert "abcdefghijklmnop" not in json.dumps(info.to_dict())
+    assert info.message == "refused [REDACTED]"
+    assert error.message == f"refused {secret}"  # the exception itself is untouched
+
+
+def test_log_line_of_error_info() -> None:
+    """ErrorInfo has the same one-line log form as the error."""
+    error = UpstreamRateLimitError("Slow down.", status_code=429, retry_after_ms=2000)
+    assert error.to_error_info().to_log_line() == error.to_log_line()
