@@ -45,8 +45,22 @@ def _network(kind: ErrorKind, message: str) -> _Build:
 
 
 def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
-    """``raise_for_status()`` inside a tool: classified by the upstream status table."""
-    status = getattr(getattr(exc, "response", None), "status_code", None)
+    """``raise_for_status()`` inside a tool: exactly the classification of the HTTP hook
+    (``tdk.http.classify``, one code path, for httpx and httpx2 responses alike). Falls back to
+    the status alone when the exception carries no readable response, or one below 400 (httpx
+    raises for 1xx and 3xx too).
+    """
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int) and hasattr(response, "headers"):
+        from tdk.http import classify  # here, so that ``import tdk`` stays light
+
+        try:
+            error = classify(response, secrets=list(secrets))  # type: ignore[arg-type]
+        except Exception:  # a duck-typed response that is not readable after all
+            error = None
+        if error is not None:
+            return error
     return UpstreamError(
         "The upstream service returned an error.",
         status_code=status if isinstance(status, int) else None,

@@ -751,7 +751,7 @@ class ErrorInfo(BaseModel):
         if record["tool_name"] is None:
             record["tool_name"] = tool_name
         cause = exc if error is not exc else error.__cause__
-        return cls.model_construct(
+        return cls(
             **record,
             cause=type(cause).__name__ if cause is not None else None,
             stacktrace=_stacktrace(exc, secrets) if include_stacktrace else None,

@@ -1,0 +1,318 @@
+"""The upstream's own words: a bounded body read, a bounded decompressor, and extraction.
+
+The hook never calls ``response.read()`` on an error: a 50 MB gzip bomb would be inflated in
+full. It pulls at most ``limit`` raw bytes through ``iter_raw()``/``aiter_raw()`` and inflates
+them with :mod:`zlib` under ``max_length``, so neither the raw nor the decoded bytes pass the
+limit. Only ``gzip``, ``x-gzip``, ``deflate`` and ``identity`` are decoded (the standard library
+has no bounded brotli or zstd decoder before Python 3.14); another encoding leaves the body
+out, and classification uses status and headers alone.
+
+Extraction follows UPSTREAM.md, checking the type of every member it reads (a member of the
+wrong type is ignored, as RFC 9457 asks). HTML is never quoted: at most its ``<title>``, which
+goes to developers only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import AsyncGenerator, Generator
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+import httpx
+
+#: Raw (and decoded) bytes the hook reads from an error body at most.
+DEFAULT_MAX_BODY_BYTES: Final = 65_536
+#: Longest upstream text kept before redaction and truncation for messages.
+MAX_UPSTREAM_CHARS: Final = 2_000
+#: Longest code, type or title kept.
+MAX_TOKEN_CHARS: Final = 120
+#: List items looked at when searching codes (GraphQL ``errors``, Google ``errors``...).
+_MAX_ITEMS: Final = 20
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]+")
+_SPACES = re.compile(r"\s{2,}")
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+_XML_CODE = re.compile(r"<Code>([^<]{1,200})</Code>")
+_CHARSET = re.compile(r"charset\s*=\s*[\"']?([^\s;\"']+)", re.IGNORECASE)
+_XML_MESSAGE = re.compile(r"<Message>([^<]{1,4000})</Message>")
+#: Content encodings decoded, with their zlib window bits.
+_WBITS: Final = {
+    "gzip": 16 + zlib.MAX_WBITS,
+    "x-gzip": 16 + zlib.MAX_WBITS,
+    "deflate": zlib.MAX_WBITS,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamBody:
+    """What an error body says, sanitized (control characters stripped) but not yet redacted."""
+
+    payload: object = None
+    """The parsed JSON document, or None."""
+    text: str | None = None
+    """The upstream's own message (never from HTML)."""
+    codes: tuple[str, ...] = ()
+    """Every code-like string found, the most specific first (``code``, ``status``, Google
+    ``reason``, AWS ``__type``, Salesforce ``errorCode``, GraphQL ``extensions.code``...)."""
+    type: str | None = None
+    html_title: str | None = None
+
+
+EMPTY: Final = UpstreamBody()
+
+
+class _Inflater:
+    """Decode one content encoding into at most ``limit`` bytes."""
+
+    __slots__ = ("_decoder", "_limit", "_retry_raw", "out")
+
+    def __init__(self, encoding: str, limit: int) -> None:
+        self._limit = limit
+        wbits = _WBITS.get(encoding)
+        self._decoder = None if wbits is None else zlib.decompressobj(wbits)
+        # "deflate" should be zlib-wrapped, but some servers send it raw (httpx retries too)
+        self._retry_raw = encoding == "deflate"
+        self.out = bytearray()
+
+    def feed(self, data: bytes) -> bool:
+        """Decode ``data``; True once the output is full, the stream ended, or it is corrupt."""
+        room = self._limit - len(self.out)
+        if room <= 0:  # zlib reads max_length=0 as "no limit": never ask for that
+            return True
+        if self._decoder is None:
+            self.out += data[:room]
+            return len(self.out) >= self._limit
+        try:
+            self.out += self._decoder.decompress(data, room)
+        except zlib.error:
+            if not self._retry_raw:
+                return True  # corrupt: keep what was decoded so far
+            self._retry_raw = False
+            self._decoder = zlib.decompressobj(-zlib.MAX_WBITS)
+            return self.feed(data)
+        self._retry_raw = False  # the format was right; a later error is corruption
+        return len(self.out) >= self._limit or self._decoder.eof
+
+
+def supported_encoding(response: httpx.Response) -> str | None:
+    """The one content encoding to undo (``identity`` for none), or None if unsupported."""
+    value: str = response.headers.get("content-encoding", "")
+    codings = [part.strip().lower() for part in value.split(",")]
+    codings = [coding for coding in codings if coding and coding != "identity"]
+    if not codings:
+        return "identity"
+    if len(codings) == 1 and codings[0] in _WBITS:
+        return codings[0]
+    return None
+
+
+def read_content(response: httpx.Response, limit: int) -> bytes | None:
+    """The body when it has already been read (decoded by httpx), cut to ``limit``; else None."""
+    try:
+        return response.content[:limit]
+    except Exception:  # ResponseNotRead, from httpx or httpx2
+        return None
+
+
+def _unread(response: httpx.Response) -> bool:
+    return not response.is_stream_consumed and not response.is_closed
+
+
+def read_bounded(response: httpx.Response, limit: int) -> bytes | None:
+    """At most ``limit`` raw bytes of an unread body, decoded into at most ``limit`` bytes.
+
+    A body that was already read is taken from ``response.content``; one that was consumed
+    without being kept gives None.
+    """
+    if not _unread(response):
+        return read_content(response, limit)
+    encoding = supported_encoding(response)
+    if encoding is None:
+        return None
+    inflater = _Inflater(encoding, limit)
+    chunks = cast(Generator[bytes, None, None], response.iter_raw())
+    taken = 0
+    try:
+        for chunk in chunks:
+            piece = chunk[: limit - taken]
+            taken += len(piece)
+            if inflater.feed(piece) or taken >= limit:
+                break
+    except httpx.HTTPError:  # the connection broke mid-body: use what arrived
+        pass
+    finally:
+        chunks.close()
+    return bytes(inflater.out)
+
+
+async def aread_bounded(response: httpx.Response, limit: int) -> bytes | None:
+    """The async twin of :func:`read_bounded`, through ``aiter_raw()``."""
+    if not _unread(response):
+        return read_content(response, limit)
+    encoding = supported_encoding(response)
+    if encoding is None:
+        return None
+    inflater = _Inflater(encoding, limit)
+    chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+    taken = 0
+    try:
+        async for chunk in chunks:
+            piece = chunk[: limit - taken]
+            taken += len(piece)
+            if inflater.feed(piece) or taken >= limit:
+                break
+    except httpx.HTTPError:
+        pass
+    finally:
+        await chunks.aclose()
+    return bytes(inflater.out)
+
+
+def clean(text: str, limit: int = MAX_UPSTREAM_CHARS) -> str:
+    """Control and bidi characters replaced by spaces, runs of spaces folded, cut to ``limit``."""
+    if len(text) <= limit and text.isprintable() and "  " not in text:
+        return text.strip()  # the common case; isprintable() is False for every control char
+    text = _CONTROL.sub(" ", text[: limit * 2])
+    return _SPACES.sub(" ", text).strip()[:limit]
+
+
+def parse_body(body: bytes | None, content_type: str) -> UpstreamBody:
+    """Find the upstream's message, codes and type in an error body (see the module doc)."""
+    if not body:
+        return EMPTY
+    media, _, params = content_type.partition(";")
+    media = media.strip().lower()
+    label = _CHARSET.search(params) if params else None
+    charset = label[1] if label else None
+    head = body[:64].lstrip().lower()
+    if "html" in media or head.startswith((b"<!doctype html", b"<html")):
+        found = _TITLE.search(body)
+        title = clean(_unescape(_decode(found[1], charset)), MAX_TOKEN_CHARS) if found else ""
+        return UpstreamBody(html_title=title or None)
+    if head.startswith((b"{", b"[")) or "json" in media:
+        try:  # from bytes, json detects UTF-8/16/32 itself
+            payload = json.loads(body if charset is None else _decode(body, charset))
+        except (ValueError, RecursionError):
+            payload = None
+        if isinstance(payload, dict | list):
+            return _from_json(payload)
+    text = _decode(body, charset)
+    if "xml" in media or head.startswith((b"<?xml", b"<error")):
+        code = _XML_CODE.search(text)
+        message = _XML_MESSAGE.search(text)
+        return UpstreamBody(
+            text=(clean(_unescape(message[1])) or None) if message else None,
+            codes=(clean(code[1], MAX_TOKEN_CHARS),) if code else (),
+        )
+    if media and not media.startswith("text/") and "json" not in media:
+        return EMPTY  # binary or unknown media: nothing to quote
+    for line in text.splitlines():
+        if line.strip():
+            return UpstreamBody(text=clean(line) or None)
+    return EMPTY
+
+
+def _unescape(text: str) -> str:
+    from html import unescape  # rare paths (HTML, XML): keep ``import tdk.http`` light
+
+    return unescape(text)
+
+
+def _decode(body: bytes, charset: str | None) -> str:
+    try:
+        return body.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # an unknown charset name
+        return body.decode("utf-8", errors="replace")
+
+
+def _str(value: object) -> str | None:
+    if isinstance(value, str):
+        text = clean(value)
+        return text or None
+    return None
+
+
+def _code(value: object) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        text = clean(value.rpartition("#")[2], MAX_TOKEN_CHARS)  # AWS "namespace#Code"
+        return text or None
+    return None
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [item for item in value[:_MAX_ITEMS] if isinstance(item, dict)]
+
+
+def _from_json(payload: dict[str, Any] | list[Any]) -> UpstreamBody:
+    items = _dicts(payload) if isinstance(payload, list) else [payload]
+    if not items:
+        return UpstreamBody(payload=payload)
+    first = items[0]
+    codes: list[str | None] = []
+    text: str | None = None
+    kind: str | None = None
+    error = first.get("error")
+    if isinstance(error, dict):  # Google, OpenAI, Anthropic, Microsoft Graph, Stripe
+        text = _str(error.get("message"))
+        kind = _str(error.get("type"))
+        for key in ("code", "status"):  # Google's numeric code is the HTTP status: skipped
+            if isinstance(error.get(key), str):
+                codes.append(_code(error[key]))
+        for key in ("errors", "details"):  # Google's reasons, legacy and ErrorInfo
+            if key in error:
+                codes.extend(_code(item.get("reason")) for item in _dicts(error[key]))
+    elif isinstance(error, str):  # OAuth2
+        text = _str(first.get("error_description")) or _str(error)
+        codes.append(_code(error))
+    if text is None:  # RFC 9457 problem details
+        text = _str(first.get("detail")) or _str(first.get("title"))
+    errors = first.get("errors")
+    if errors is not None:
+        listed = _dicts(errors)
+        for item in listed:  # JSON:API, GraphQL
+            extensions = item.get("extensions")
+            codes.append(_code(item.get("code")))
+            codes.append(_code(extensions.get("code")) if isinstance(extensions, dict) else None)
+            codes.append(_code(item.get("type")))
+        if text is None and listed:
+            top = listed[0]
+            text = _str(top.get("detail")) or _str(top.get("message")) or _str(top.get("title"))
+        if text is None:
+            text = _shopify(errors)
+    if text is None:  # GitHub, Discord, Notion, HubSpot, AWS JSON
+        text = _str(first.get("message")) or _str(first.get("Message"))
+    codes.append(_code(first.get("code")))
+    codes.append(_code(first.get("__type")))
+    codes.extend(_code(item.get("errorCode")) for item in items)  # Salesforce
+    if kind is None:
+        kind = _str(first.get("type"))
+    return UpstreamBody(
+        payload=payload,
+        text=text,
+        codes=tuple(dict.fromkeys(code for code in codes if code)),
+        type=kind[:MAX_TOKEN_CHARS] if kind else None,
+    )
+
+
+def _shopify(errors: object) -> str | None:
+    """Shopify ``errors``: a string, or a map of field -> messages."""
+    if isinstance(errors, str):
+        return _str(errors)
+    if not isinstance(errors, dict):
+        return None
+    parts = []
+    for field, messages in list(errors.items())[:_MAX_ITEMS]:
+        listed = messages if isinstance(messages, list) else [messages]
+        words = [m for m in listed[:_MAX_ITEMS] if isinstance(m, str)]
+        if words:
+            parts.append(f"{field}: {', '.join(words)}")
+    return _str("; ".join(parts))

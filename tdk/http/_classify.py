@@ -1,0 +1,335 @@
+"""One failed response -> one :class:`~tdk.errors.UpstreamError`.
+
+The status picks the class through :meth:`UpstreamError.class_for_status` (the one status
+table). Then the rate-limit overrides (a 403/400 that is really a rate limit keeps its
+``status_code``), the retry hint (:mod:`._retry_after`, :mod:`._ratelimit`), the explicit server
+verdicts on retryability, and the texts: a fixed sentence per kind for the model, the
+upstream's own words (redacted) for developers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import http
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+from urllib.parse import unquote_plus
+
+import httpx
+
+from tdk._redact import SECRET_HEADER_NAMES, SECRET_QUERY_NAMES, redact_text, redact_url
+from tdk.errors import MAX_DEVELOPER_MESSAGE_CHARS, ErrorKind, UpstreamError, UpstreamRateLimitError
+from tdk.http._body import MAX_TOKEN_CHARS, UpstreamBody, clean, parse_body, supported_encoding
+from tdk.http._ratelimit import RateLimitState, rate_limit_state
+from tdk.http._retry_after import Clock, body_retry_ms, header_map, header_retry_ms
+
+BodyCheck = Callable[[httpx.Response, object], UpstreamError | None]
+"""A provider-specific check: ``(response, parsed JSON body or None) -> error or None``."""
+
+#: Codes (compared case-insensitively) that make a 400/403 (or a 503) a rate limit: Google's
+#: reasons and gRPC status, Salesforce, AWS throttling, S3 ``SlowDown``, Stripe's legacy code,
+#: Notion, GraphQL ``RATE_LIMITED``.
+RATE_LIMIT_CODES: Final = frozenset(
+    code.lower()
+    for code in (
+        "rateLimitExceeded", "userRateLimitExceeded", "dailyLimitExceeded",
+        "dailyLimitExceededUnreg", "quotaExceeded", "concurrentLimitExceeded",
+        "servingLimitExceeded", "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED",
+        "REQUEST_LIMIT_EXCEEDED", "ThrottlingException", "Throttling", "ThrottledException",
+        "TooManyRequestsException", "RequestLimitExceeded", "RequestThrottled",
+        "RequestThrottledException", "ProvisionedThroughputExceededException", "SlowDown",
+        "rate_limit", "rate_limited", "rate_limit_exceeded",
+    )
+)  # fmt: skip
+#: Codes of a quota that time will not refill (OpenAI billing): a rate limit, not retryable.
+QUOTA_CODES: Final = frozenset({"insufficient_quota"})
+#: Headers that may carry the upstream's request id, first found wins. No other response
+#: header is copied, and no request header ever.
+REQUEST_ID_HEADERS: Final = (
+    "x-request-id", "request-id", "x-amzn-requestid", "x-amz-request-id", "x-github-request-id",
+    "x-ms-request-id", "x-correlation-id", "cf-ray",
+)  # fmt: skip
+#: Explicit server verdicts on retryability (OpenAI/Anthropic, Stripe).
+VERDICT_HEADERS: Final = ("x-should-retry", "stripe-should-retry")
+#: Statuses whose upstream text may reach the model (after redaction).
+QUOTED_STATUSES: Final = frozenset({400, 404, 409, 422})
+#: Longest upstream text in the model-facing message / in the developer message.
+MODEL_TEXT_CHARS: Final = 300
+DEVELOPER_TEXT_CHARS: Final = 1_000
+
+_SENTENCES: Final[Mapping[ErrorKind, str]] = {
+    ErrorKind.UPSTREAM_RUNTIME_BAD_REQUEST: "The upstream service rejected the request",
+    ErrorKind.UPSTREAM_RUNTIME_AUTH_ERROR: (
+        "The upstream service refused the credentials or permissions of the request"
+    ),
+    ErrorKind.UPSTREAM_RUNTIME_NOT_FOUND: "The upstream service did not find the resource",
+    ErrorKind.UPSTREAM_RUNTIME_VALIDATION_ERROR: (
+        "The upstream service could not process the content of the request"
+    ),
+    ErrorKind.UPSTREAM_RUNTIME_RATE_LIMIT: "The upstream service is rate limiting requests",
+    ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR: "The upstream service failed",
+    ErrorKind.UPSTREAM_RUNTIME_UNMAPPED: "The upstream service answered with an unknown status",
+}
+_QUOTA_SENTENCE: Final = "The upstream account has run out of quota; waiting will not help"
+_RATE_LIMITABLE: Final = frozenset({400, 403})
+#: Reason phrases from the standard, never from the server (HTTP/2 has none, and a server's
+#: phrase is free text).
+_PHRASES: Final[Mapping[int, str]] = {status.value: status.phrase for status in http.HTTPStatus}
+
+
+def build_error(
+    response: httpx.Response,
+    body: bytes | None,
+    *,
+    now: datetime | None,
+    max_retry_after_ms: int,
+    secrets: Iterable[str] = (),
+    check_body: BodyCheck | None = None,
+) -> UpstreamError:
+    """Classify a response of status >= 400 (or outside 100-599) given at most its body."""
+    status = response.status_code
+    headers = header_map(response.headers)
+    parsed = parse_body(body, headers.get("content-type", ""))
+    request = _request_of(response)
+    if check_body is not None:
+        custom = check_body(response, parsed.payload)
+        if custom is not None:
+            return adopt(custom, response)
+
+    clock = Clock(headers.get("date"), now)
+    state = rate_limit_state(headers, status, clock)
+    cls = UpstreamError.class_for_status(status)
+    if cls is not UpstreamRateLimitError and _really_rate_limit(status, headers, parsed, state):
+        cls = UpstreamRateLimitError
+    quota = cls is UpstreamRateLimitError and _out_of_quota(parsed)
+
+    header_hint = header_retry_ms(headers, clock)
+    hint = header_hint
+    if hint is None and state.wait_ms is not None:
+        hint = (state.wait_ms, "ratelimit-reset")
+    if hint is None:
+        hint = body_retry_ms(parsed.payload)
+    retry_after_ms, source = hint if hint is not None else (None, None)
+
+    retryable: bool | None = None
+    if quota:
+        retryable = False
+    elif status == 413 and header_hint is not None:
+        retryable = True  # RFC 9110 section 15.5.14: the condition is temporary
+    verdict = _verdict(headers)
+    if verdict is not None:
+        retryable = verdict
+
+    known = [*request_secrets(request), *secrets]
+    details = _details(request, status, parsed=parsed, headers=headers, state=state, secrets=known)
+    if source is not None:
+        details["retry_after_source"] = source
+    if retry_after_ms is not None and retry_after_ms > max_retry_after_ms:
+        details["retry_after_clamped_from_ms"] = retry_after_ms
+        retry_after_ms = max_retry_after_ms
+
+    text = redact_text(parsed.text, known, limit=DEVELOPER_TEXT_CHARS) if parsed.text else None
+    kind = cls.kind
+    will_retry = retryable if retryable is not None else _default_retryable(cls, status)
+    message = _model_message(kind, status, text, retry_after_ms, will_retry, quota=quota)
+    developer = _developer_message(
+        details, text, parsed=parsed, body=body, response=response, secrets=known
+    )
+    return cls(
+        message,
+        status_code=status,
+        retry_after_ms=retry_after_ms,
+        retryable=retryable,
+        developer_message=developer,
+        details=details,
+    )
+
+
+def adopt(error: object, response: httpx.Response) -> UpstreamError:
+    """Fill in what a provider-specific check left out: status, method and redacted URL."""
+    if not isinstance(error, UpstreamError):
+        raise TypeError(
+            f"a body check must return an UpstreamError or None, not {type(error).__name__}"
+        )
+    if error.status_code is None:
+        error.status_code = response.status_code
+    base = _details(_request_of(response), response.status_code)
+    for key, value in base.items():
+        error.details.setdefault(key, value)
+    return error
+
+
+def request_secrets(request: httpx.Request | None) -> list[str]:
+    """The credentials a request carried, to be scrubbed by exact value from every text.
+
+    Values of the headers in ``SECRET_HEADER_NAMES`` (whole, the token after the scheme, the
+    decoded ``Basic`` pair, each cookie value), the URL's userinfo, and the values of secret
+    query parameters (decoded and raw).
+    """
+    if request is None:
+        return []
+    found: list[str] = []
+    for raw_name, raw_value in request.headers.raw:  # no decoding of the harmless headers
+        lowered = raw_name.decode("latin-1").lower()
+        if lowered not in SECRET_HEADER_NAMES:
+            continue
+        value = raw_value.decode("latin-1")
+        if not value.isascii():  # a value given as bytes: most likely UTF-8
+            found.append(raw_value.decode("utf-8", "replace"))
+        found.append(value)
+        scheme, _, credential = value.strip().partition(" ")
+        credential = credential.strip()
+        if credential:
+            found.append(credential)
+        if scheme.lower() == "basic":
+            found.extend(_basic_pair(credential))
+        if lowered in ("cookie", "set-cookie"):
+            found.extend(part.partition("=")[2].strip() for part in value.split(";"))
+    url = request.url
+    if url.userinfo:
+        found.extend((url.userinfo.decode("ascii", "replace"), url.password or ""))
+    query = url.query.decode("ascii", "replace")
+    for pair in query.split("&") if query else ():
+        name, _, raw = pair.partition("=")
+        if "%" in name or "+" in name:
+            name = unquote_plus(name)
+        if name.lower() in SECRET_QUERY_NAMES:
+            found.extend((raw, unquote_plus(raw)))
+    return found
+
+
+def _basic_pair(credential: str) -> list[str]:
+    try:
+        pair = base64.b64decode(credential, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return []
+    return [pair, pair.partition(":")[2]]
+
+
+def _request_of(response: httpx.Response) -> httpx.Request | None:
+    try:
+        return response.request
+    except RuntimeError:  # a response built by hand, without a request
+        return None
+
+
+def _really_rate_limit(
+    status: int, headers: Mapping[str, str], parsed: UpstreamBody, state: RateLimitState
+) -> bool:
+    """A 400/403 (or an S3-style 503) that the upstream means as a rate limit."""
+    if any(code.lower() in RATE_LIMIT_CODES for code in parsed.codes):
+        return status in _RATE_LIMITABLE or status == 503
+    if status not in _RATE_LIMITABLE:
+        return False
+    if state.quota_exhausted:
+        return True
+    if parsed.text is not None and "secondary rate limit" in parsed.text.lower():
+        return True
+    return status == 403 and ("retry-after" in headers or "retry-after-ms" in headers)
+
+
+def _redacted_url(url: httpx.URL, secrets: Sequence[str]) -> str:
+    """Userinfo dropped, query values redacted but an allowlist; a secret or a token shape in
+    the path (``/bot<token>/``) scrubbed too."""
+    redacted = redact_url(str(url))
+    if secrets or redact_text(url.path) != url.path:
+        return redact_text(redacted, secrets)
+    return redacted
+
+
+def _out_of_quota(parsed: UpstreamBody) -> bool:
+    words = [*parsed.codes, parsed.type] if parsed.type else parsed.codes
+    return any(word.lower() in QUOTA_CODES for word in words)
+
+
+def _verdict(headers: Mapping[str, str]) -> bool | None:
+    for name in VERDICT_HEADERS:
+        value = headers.get(name, "").strip().lower()
+        if value in ("true", "false"):
+            return value == "true"
+    return None
+
+
+def _default_retryable(cls: type[UpstreamError], status: int) -> bool:
+    if status in UpstreamError.RETRYABLE_CLIENT_STATUSES:
+        return True
+    return cls.retryable
+
+
+def _details(
+    request: httpx.Request | None,
+    status: int,
+    *,
+    parsed: UpstreamBody | None = None,
+    headers: Mapping[str, str] | None = None,
+    state: RateLimitState | None = None,
+    secrets: Sequence[str] = (),
+) -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    if request is not None:
+        details["method"] = request.method
+        details["url"] = _redacted_url(request.url, secrets)
+    details["status_code"] = status
+    if parsed is not None:
+        if parsed.codes:
+            details["code"] = redact_text(parsed.codes[0], secrets)
+        if parsed.type:
+            details["type"] = redact_text(parsed.type, secrets)
+    for name in REQUEST_ID_HEADERS:
+        value = headers.get(name) if headers else None
+        if value:
+            details["request_id"] = redact_text(clean(value, MAX_TOKEN_CHARS), secrets)
+            break
+    if state is not None and state.shown is not None:
+        details.update(state.shown.details())
+    return details
+
+
+def _seconds(retry_after_ms: int) -> int:
+    return math.ceil(retry_after_ms / 1000)
+
+
+def _model_message(
+    kind: ErrorKind,
+    status: int,
+    text: str | None,
+    retry_after_ms: int | None,
+    retryable: bool,
+    *,
+    quota: bool,
+) -> str:
+    sentence = _QUOTA_SENTENCE if quota else _SENTENCES[kind]
+    parts = [f"{sentence} (HTTP {status})."]
+    if text and status in QUOTED_STATUSES:
+        quoted = text if len(text) <= MODEL_TEXT_CHARS else f"{text[:MODEL_TEXT_CHARS]}..."
+        parts.append(f'Upstream message: "{quoted}"')
+    if retry_after_ms is not None and retryable:
+        parts.append(f"Retry after {_seconds(retry_after_ms)} s.")
+    return " ".join(parts)
+
+
+def _developer_message(
+    details: Mapping[str, Any],
+    text: str | None,
+    *,
+    parsed: UpstreamBody,
+    body: bytes | None,
+    response: httpx.Response,
+    secrets: Sequence[str],
+) -> str:
+    status = response.status_code
+    phrase = _PHRASES.get(status)
+    head = f"HTTP {status} {phrase}" if phrase else f"HTTP {status}"
+    if "method" in details:
+        head = f"{details['method']} {details['url']} -> {head}"
+    if text:
+        head = f"{head}: {text}"
+    if parsed.html_title:
+        head = f'{head} [HTML page titled "{redact_text(parsed.html_title, secrets)}"]'
+    if body is None and supported_encoding(response) is None:
+        encoding = clean(response.headers.get("content-encoding", ""), MAX_TOKEN_CHARS)
+        head = f"{head} [body in {encoding!r} encoding not decoded]"
+    return head[:MAX_DEVELOPER_MESSAGE_CHARS]

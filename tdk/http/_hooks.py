@@ -1,0 +1,253 @@
+"""The httpx response hooks, their options, and ``install``.
+
+Options live on :class:`UpstreamHook`, a frozen record whose methods are the hooks. The
+module-level :func:`raise_for_upstream`, :func:`araise_for_upstream` and :func:`classify` are
+those of a hook with the default options; :func:`install` builds one from keywords.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Protocol, TypeVar
+
+import httpx
+
+from tdk.errors import UpstreamError
+from tdk.http._body import DEFAULT_MAX_BODY_BYTES, aread_bounded, read_bounded, read_content
+from tdk.http._classify import BodyCheck, adopt, build_error
+from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS
+
+_LOG: Final = logging.getLogger("tdk.http")
+
+EventHook = Callable[..., Any]
+
+
+class HookedClient(Protocol):
+    """What :func:`install` needs of a client: httpx's ``event_hooks`` property."""
+
+    @property
+    def event_hooks(self) -> dict[str, list[EventHook]]: ...
+
+    @event_hooks.setter
+    def event_hooks(self, event_hooks: dict[str, list[EventHook]]) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=HookedClient)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamHook:
+    """A configured classifier; its methods are httpx response hooks.
+
+    :param max_retry_after_ms: longest ``retry_after_ms`` reported; longer waits are clamped
+        and the original value is kept in ``details["retry_after_clamped_from_ms"]``.
+    :param max_body_bytes: raw bytes read from an error body at most, and decoded bytes kept.
+    :param check_body: a provider-specific check, called as ``check_body(response, payload)``
+        with the parsed JSON body (or None). It runs on every error response before the
+        standard classification, and on 2xx responses whose ``Content-Type`` mentions JSON
+        (those bodies are read in full first, as httpx would read them anyway; they stay
+        readable). Return an :class:`~tdk.errors.UpstreamError` to raise it, or None.
+
+    .. versionadded:: 0.1
+    """
+
+    max_retry_after_ms: int = DEFAULT_MAX_RETRY_AFTER_MS
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    check_body: BodyCheck | None = None
+
+    def __post_init__(self) -> None:
+        for name, floor in (("max_retry_after_ms", 0), ("max_body_bytes", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+                raise ValueError(f"{name} must be an int >= {floor}, got {value!r}")
+        if self.check_body is not None and not callable(self.check_body):
+            raise TypeError("check_body must be callable or None")
+
+    def raise_for_upstream(self, response: httpx.Response) -> None:
+        """Sync response hook: raise the classified error for a status >= 400 (or outside
+        100-599); let every other response pass untouched."""
+        status = response.status_code
+        if 100 <= status < 400:
+            if self.check_body is not None and _checked_success(response):
+                response.read()
+                self._check_success(response)
+            return
+        body = read_bounded(response, self.max_body_bytes)
+        response.close()
+        raise self._error(response, body, None, ())
+
+    async def araise_for_upstream(self, response: httpx.Response) -> None:
+        """Async response hook for ``httpx.AsyncClient``; same behaviour as
+        :meth:`raise_for_upstream`."""
+        status = response.status_code
+        if 100 <= status < 400:
+            if self.check_body is not None and _checked_success(response):
+                await response.aread()
+                self._check_success(response)
+            return
+        body = await aread_bounded(response, self.max_body_bytes)
+        await response.aclose()
+        raise self._error(response, body, None, ())
+
+    def classify(
+        self, response: httpx.Response, *, now: datetime | None = None, secrets: Iterable[str] = ()
+    ) -> UpstreamError | None:
+        """The error ``response`` stands for, or None; reads nothing (see :func:`classify`)."""
+        status = response.status_code
+        if 100 <= status < 400:
+            if self.check_body is None or not _checked_success(response) or not _read(response):
+                return None
+            return self._body_error(response, response.content)
+        body = read_content(response, self.max_body_bytes)
+        return self._error(response, body, now, secrets)
+
+    def install(self, client: ClientT) -> ClientT:
+        """Add this hook to ``client`` (sync or async, httpx or httpx2) and return it.
+
+        A tdk hook already installed is replaced, so installing twice leaves one hook.
+        """
+        hook = _hook_for(self, _is_async(client))
+        hooks = client.event_hooks
+        hooks["response"] = [h for h in hooks.get("response", []) if not _is_ours(h)] + [hook]
+        client.event_hooks = hooks
+        return client
+
+    def _error(
+        self,
+        response: httpx.Response,
+        body: bytes | None,
+        now: datetime | None,
+        secrets: Iterable[str],
+    ) -> UpstreamError:
+        error = build_error(
+            response,
+            body,
+            now=now,
+            max_retry_after_ms=self.max_retry_after_ms,
+            secrets=secrets,
+            check_body=self.check_body,
+        )
+        if _LOG.isEnabledFor(logging.DEBUG):
+            _LOG.debug(
+                "upstream error %s %s: %s",
+                error.details.get("method", "-"),
+                error.details.get("url", "-"),
+                error.to_log_line(),
+            )
+        return error
+
+    def _body_error(self, response: httpx.Response, content: bytes) -> UpstreamError | None:
+        assert self.check_body is not None  # callers check
+        try:
+            payload = json.loads(content)
+        except (ValueError, RecursionError):
+            return None
+        error = self.check_body(response, payload)
+        return None if error is None else adopt(error, response)
+
+    def _check_success(self, response: httpx.Response) -> None:
+        error = self._body_error(response, response.content)
+        if error is not None:
+            raise error
+
+
+def _read(response: httpx.Response) -> bool:
+    try:
+        response.content  # noqa: B018 - probing whether the body was read
+    except Exception:  # ResponseNotRead, from httpx or httpx2
+        return False
+    return True
+
+
+def _checked_success(response: httpx.Response) -> bool:
+    return 200 <= response.status_code < 300 and "json" in response.headers.get("content-type", "")
+
+
+_DEFAULT: Final = UpstreamHook()
+
+
+def raise_for_upstream(response: httpx.Response) -> None:
+    """Sync httpx response hook with the default options.
+
+    Responses below 400 return at once (no body read, no header parsed). Any other status
+    reads at most 64 KiB of the body, closes the response and raises the
+    :class:`~tdk.errors.UpstreamError` that :func:`classify` describes::
+
+        client = httpx.Client(event_hooks={"response": [tdk.http.raise_for_upstream]})
+    """
+    if 100 <= response.status_code < 400:
+        return
+    _DEFAULT.raise_for_upstream(response)
+
+
+async def araise_for_upstream(response: httpx.Response) -> None:
+    """Async httpx response hook with the default options (for ``httpx.AsyncClient``)."""
+    if 100 <= response.status_code < 400:
+        return
+    await _DEFAULT.araise_for_upstream(response)
+
+
+def classify(
+    response: httpx.Response, *, now: datetime | None = None, secrets: Iterable[str] = ()
+) -> UpstreamError | None:
+    """The :class:`~tdk.errors.UpstreamError` a response stands for, or None below 400.
+
+    Pure: it reads nothing. It uses the body when it has already been read (up to 64 KiB),
+    else the status and headers alone. ``now`` (an aware datetime) is the reference for
+    absolute times; by default the response's ``Date`` header, else the clock. ``secrets`` are
+    extra values to scrub from every text, besides the credentials the request carried.
+    """
+    return _DEFAULT.classify(response, now=now, secrets=secrets)
+
+
+def install(
+    client: ClientT,
+    *,
+    max_retry_after_ms: int = DEFAULT_MAX_RETRY_AFTER_MS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    check_body: BodyCheck | None = None,
+) -> ClientT:
+    """Add the right hook to an existing ``httpx.Client`` or ``httpx.AsyncClient`` (or their
+    ``httpx2`` twins, when that package is installed) and return the client.
+
+    Installing twice leaves one hook (the last options win). The options are those of
+    :class:`UpstreamHook`.
+    """
+    hook = UpstreamHook(
+        max_retry_after_ms=max_retry_after_ms, max_body_bytes=max_body_bytes, check_body=check_body
+    )
+    return hook.install(client)
+
+
+def _hook_for(hook: UpstreamHook, is_async: bool) -> EventHook:
+    if hook == _DEFAULT:
+        return araise_for_upstream if is_async else raise_for_upstream
+    return hook.araise_for_upstream if is_async else hook.raise_for_upstream
+
+
+def _is_ours(hook: object) -> bool:
+    return hook in (raise_for_upstream, araise_for_upstream) or isinstance(
+        getattr(hook, "__self__", None), UpstreamHook
+    )
+
+
+def _is_async(client: object) -> bool:
+    if isinstance(client, httpx.AsyncClient):
+        return True
+    if isinstance(client, httpx.Client):
+        return False
+    if importlib.util.find_spec("httpx2") is not None:
+        httpx2 = importlib.import_module("httpx2")
+        if isinstance(client, httpx2.AsyncClient):
+            return True
+        if isinstance(client, httpx2.Client):
+            return False
+    raise TypeError(
+        f"install() needs an httpx.Client or httpx.AsyncClient, not {type(client).__name__}"
+    )

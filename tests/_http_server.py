@@ -1,0 +1,127 @@
+"""A real HTTP server on 127.0.0.1 (stdlib ``http.server`` in a thread) for the hook tests.
+
+Each route answers the way a real API or proxy does; ``Date`` headers are fixed so that
+absolute times give exact waits.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+DATE = "Tue, 14 Nov 2023 22:13:20 GMT"
+#: 50 MB of zeros inflated from about 50 KB of gzip.
+BOMB_SIZE = 50 * 1024 * 1024
+BIG_BODY_SIZE = 10 * 1024 * 1024
+
+
+def _gzip_bomb() -> bytes:
+    return gzip.compress(b"\0" * BOMB_SIZE, compresslevel=9)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes by path; every answer closes the connection."""
+
+    protocol_version = "HTTP/1.1"
+    bomb: ClassVar[bytes] = b""
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep test output quiet."""
+
+    def _answer(
+        self, status: int, headers: dict[str, str], body: bytes = b"", *, length: bool = True
+    ) -> None:
+        self.send_response_only(status)
+        self.send_header("Date", DATE)
+        self.send_header("Connection", "close")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if length:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        """Answer one request."""
+        route: Callable[[], None] | None = getattr(self, "route_" + self.path.strip("/"), None)
+        if route is None:
+            self._answer(404, {"Content-Type": "application/json"}, b'{"message": "Not Found"}')
+        else:
+            route()
+
+    def route_ok(self) -> None:
+        self._answer(200, {"Content-Type": "application/json"}, b'{"items": [1, 2, 3]}')
+
+    def route_limited(self) -> None:
+        body = json.dumps({"message": "API rate limit exceeded"}).encode()
+        self._answer(429, {"Retry-After": "7", "Content-Type": "application/json"}, body)
+
+    def route_overloaded(self) -> None:
+        headers = {"Retry-After": "Tue, 14 Nov 2023 22:15:20 GMT", "Content-Type": "text/plain"}
+        self._answer(503, headers, b"Service Unavailable: back soon\n")
+
+    def route_moved(self) -> None:
+        self._answer(302, {"Location": "/overloaded"})
+
+    def route_streamed(self) -> None:
+        """A 500 whose body arrives in chunks (``Transfer-Encoding: chunked``)."""
+        self.send_response_only(500)
+        self.send_header("Date", DATE)
+        self.send_header("Connection", "close")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for piece in (b'{"error": {"message": ', b'"database is ', b'on fire"}}'):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
+    def route_bomb(self) -> None:
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        self._answer(500, headers, self.bomb)
+
+    def route_big(self) -> None:
+        """10 MB of text with no compression: the raw read must stop early."""
+        self.send_response_only(400)
+        self.send_header("Date", DATE)
+        self.send_header("Connection", "close")
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(BIG_BODY_SIZE))
+        self.end_headers()
+        line = b"field 'q' is invalid " + b"x" * 1002 + b"\n"
+        try:
+            for _ in range(BIG_BODY_SIZE // len(line)):
+                self.wfile.write(line)
+            self.wfile.write(b"x" * (BIG_BODY_SIZE % len(line)))
+        except OSError:  # the client closed the connection after its bounded read
+            pass
+
+
+class Server(ThreadingHTTPServer):
+    """A server that stays quiet when a client hangs up mid-answer."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Ignore errors of a client that went away."""
+
+
+@contextmanager
+def serve() -> Iterator[str]:
+    """Run the server on a free port of 127.0.0.1; yield its base URL."""
+    Handler.bomb = Handler.bomb or _gzip_bomb()
+    server = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        yield f"http://{host!s}:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
