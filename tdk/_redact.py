@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Final
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 REDACTED: Final = "[REDACTED]"
 
@@ -124,15 +123,21 @@ def redact_url(url: str) -> str:
     """Return ``url`` without userinfo and with every query value redacted but safe ones.
 
     Fragments are dropped. A value survives only when its name is in :data:`SAFE_QUERY_NAMES`
-    (an allowlist: an unknown parameter may be a credential).
+    (an allowlist: an unknown parameter may be a credential); names are compared as sent, so a
+    percent-encoded name is never mistaken for a safe one. Plain string work, no parsing: it
+    runs on every classified upstream error.
     """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return REDACTED
-    netloc = parts.netloc.rpartition("@")[2]
-    query = "&".join(
-        f"{name}={value if name.lower() in SAFE_QUERY_NAMES else REDACTED}"
-        for name, value in parse_qsl(parts.query, keep_blank_values=True)
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    base, has_query, query = url.partition("#")[0].partition("?")
+    if "@" in base:
+        scheme, has_scheme, rest = base.partition("://")
+        authority, slash, path = rest.partition("/") if has_scheme else ("", "", base)
+        if "@" in authority:
+            base = f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+    if not has_query:
+        return base
+    pairs = []
+    for pair in query.split("&"):
+        if pair:
+            name, _, value = pair.partition("=")
+            pairs.append(f"{name}={value if name.lower() in SAFE_QUERY_NAMES else REDACTED}")
+    return f"{base}?{'&'.join(pairs)}" if pairs else base

@@ -787,15 +787,26 @@ def _with_details(options: Any, **specific: object) -> Any:
     return options
 
 
+_JSON_SCALARS: Final = frozenset({str, int, bool, type(None)})
+_NOT_TEXT: Final = frozenset({int, float, bool, type(None)})
+
+
 def _json_safe_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(key): _json_safe(item, 0) for key, item in value.items()}
+    return {
+        key if type(key) is str else str(key): item
+        if type(item) in _JSON_SCALARS
+        else _json_safe(item, 0)
+        for key, item in value.items()
+    }
 
 
 def _json_safe(value: object, depth: int) -> Any:
     """A JSON-safe copy: containers copied, non-finite floats and unknown objects named."""
+    if type(value) in _JSON_SCALARS:  # the common case, decided by one lookup
+        return value
     if isinstance(value, enum.Enum):
         value = value.value
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
@@ -803,13 +814,15 @@ def _json_safe(value: object, depth: int) -> Any:
         return "<nested too deeply>"
     if isinstance(value, Mapping):
         return {str(key): _json_safe(item, depth + 1) for key, item in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return [_json_safe(item, depth + 1) for item in value]
     return f"<{type(value).__name__}>"
 
 
 def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
     """``value`` (JSON-safe already) with every string in it redacted."""
+    if type(value) in _NOT_TEXT:
+        return value
     if isinstance(value, str):
         return redact_text(value, secrets)
     if isinstance(value, dict):

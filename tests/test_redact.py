@@ -105,7 +105,14 @@ def test_limit_leaves_short_text_alone() -> None:
             id="api-version-kept",
         ),
         pytest.param("https://example.com/plain", "https://example.com/plain", id="no-query"),
-        pytest.param("http://[::1:bad/", REDACTED, id="unparseable"),
+        pytest.param("http://u:p@[::1:bad/?k=v", "http://[::1:bad/?k=[REDACTED]", id="malformed"),
+        pytest.param("https://a@b@host/p", "https://host/p", id="several-at-signs"),
+        pytest.param("mailto:x@example.com", "mailto:x@example.com", id="no-authority"),
+        pytest.param("https://host/p?&&page=1&", "https://host/p?page=1", id="empty-pairs"),
+        pytest.param("https://host/p?", "https://host/p", id="empty-query"),
+        pytest.param(
+            "https://host/p?API_KEY%5F=x", "https://host/p?API_KEY%5F=[REDACTED]", id="encoded-name"
+        ),
     ],
 )
 def test_redact_url(url: str, expected: str) -> None:
