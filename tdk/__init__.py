@@ -3,6 +3,11 @@
 Public names are re-exported here; each lives in one module (``tdk.errors`` for the error tree).
 """
 
+from tdk._context import ToolContext
+from tdk._definition import ToolDefinition
+from tdk._result import ToolResult
+from tdk._tool import Tool, tool
+from tdk._toolkit import Toolkit
 from tdk._version import __version__
 from tdk.errors import (
     ContextRequiredToolError,
@@ -44,9 +49,12 @@ __all__ = [
     "FatalToolError",
     "NetworkTransportError",
     "RetryableToolError",
+    "Tool",
     "ToolBulkheadFullError",
     "ToolCancelledError",
     "ToolCircuitOpenError",
+    "ToolContext",
+    "ToolDefinition",
     "ToolDefinitionError",
     "ToolError",
     "ToolInputError",
@@ -56,8 +64,10 @@ __all__ = [
     "ToolOutputSchemaError",
     "ToolRateLimitedError",
     "ToolRequirementError",
+    "ToolResult",
     "ToolRuntimeError",
     "ToolTimeoutError",
+    "Toolkit",
     "ToolkitLoadError",
     "UpstreamAuthError",
     "UpstreamBadRequestError",
@@ -67,4 +77,5 @@ __all__ = [
     "UpstreamServerError",
     "UpstreamValidationError",
     "__version__",
+    "tool",
 ]

@@ -34,8 +34,11 @@ def test_main_job_classifies_failures() -> None:
         "TOOL_RUNTIME_RETRY",
         "TOOL_RUNTIME_CONTEXT_REQUIRED",
         "TOOL_RUNTIME_FATAL",
-        "TOOL_RUNTIME_TIMEOUT",
+        "TOOL_RUNTIME_BAD_INPUT_VALUE",
         "UPSTREAM_RUNTIME_RATE_LIMIT",
+        "TOOL_RUNTIME_TIMEOUT",
+        "TOOL_NOT_FOUND",
     ):
         assert f'"kind": "{kind}"' in done.stdout
-    assert "sk-do-not-leak" not in done.stdout
+    assert '"retry_after_ms": 30000' in done.stdout
+    assert "sk-demo-do-not-leak" not in done.stdout

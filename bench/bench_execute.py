@@ -1,0 +1,144 @@
+"""Cost of ``await tool.run(args)`` against the floor, measured in one run.
+
+The floor is what any framework must do: validate the arguments with a pydantic model, call the
+function, validate and serialise the return value. Paths measured: success (async and sync),
+the error path (the tool raises) and the invalid-arguments path. When ``arcade-core`` is
+installed (``pip install arcade-core``), its ``ToolExecutor.run`` is measured too.
+
+Run: python bench/bench_execute.py [--calls N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import importlib.util
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from tdk import tool
+
+ARGS = {"query": "python", "limit": 5, "exact": False}
+BAD_ARGS = {"query": "python", "limit": "many"}
+
+
+@tool
+async def search(
+    query: Annotated[str, "What to search for."],
+    limit: Annotated[int, "How many results."],
+    exact: Annotated[bool, "Match exactly."] = False,
+) -> list[str]:
+    """Search."""
+    return [query] * limit
+
+
+@tool
+def search_sync(
+    query: Annotated[str, "What to search for."],
+    limit: Annotated[int, "How many results."],
+    exact: Annotated[bool, "Match exactly."] = False,
+) -> list[str]:
+    """Search (sync)."""
+    return [query] * limit
+
+
+@tool
+async def failing(
+    query: Annotated[str, "What to search for."],
+    limit: Annotated[int, "How many results."],
+    exact: Annotated[bool, "Match exactly."] = False,
+) -> list[str]:
+    """Fail."""
+    raise KeyError(query)
+
+
+class Arguments(BaseModel):
+    query: str
+    limit: int
+    exact: bool = False
+
+
+OUTPUT = TypeAdapter(list[str])
+
+
+async def floor_async() -> None:
+    model = Arguments.model_validate(ARGS)
+    value = await search.fn(**model.__dict__)
+    OUTPUT.dump_python(OUTPUT.validate_python(value), mode="json")
+
+
+async def floor_sync() -> None:
+    model = Arguments.model_validate(ARGS)
+    loop = asyncio.get_running_loop()
+    value = await loop.run_in_executor(None, functools.partial(search_sync.fn, **model.__dict__))
+    OUTPUT.dump_python(OUTPUT.validate_python(value), mode="json")
+
+
+async def floor_error() -> None:
+    model = Arguments.model_validate(ARGS)
+    try:
+        await failing.fn(**model.__dict__)
+    except KeyError as exc:
+        _ = {"error": type(exc).__name__, "message": "failed"}
+
+
+async def floor_invalid() -> None:
+    try:
+        Arguments.model_validate(BAD_ARGS)
+    except Exception as exc:
+        _ = {"error": type(exc).__name__}
+
+
+async def per_call_us(call: Callable[[], Awaitable[Any]], calls: int, repeats: int = 5) -> float:
+    """Best-of-``repeats`` mean time per call, in microseconds."""
+    for _ in range(min(calls, 200)):
+        await call()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            await call()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return min(samples)
+
+
+def arcade_paths() -> dict[str, Callable[[], Awaitable[Any]]]:
+    """The same paths through arcade-core's ToolExecutor, when it is installed."""
+    if importlib.util.find_spec("arcade_core") is None:
+        return {}
+    import _arcade  # type: ignore[import-not-found]  # bench/_arcade.py, beside this file
+
+    paths: dict[str, Callable[[], Awaitable[Any]]] = _arcade.build(ARGS, BAD_ARGS)
+    return paths
+
+
+async def main(calls: int) -> None:
+    rows = [
+        ("success, async tool", floor_async, lambda: search.run(ARGS), 1.5),
+        ("success, sync tool (thread hop)", floor_sync, lambda: search_sync.run(ARGS), 1.1),
+        ("error path (tool raises)", floor_error, lambda: failing.run(ARGS), 3.0),
+        ("invalid arguments", floor_invalid, lambda: search.run(BAD_ARGS), 3.0),
+    ]
+    competitor = arcade_paths()
+    print(f"{'path':34} {'floor us':>9} {'tdk us':>8} {'ratio':>6} {'target':>7}", end="")
+    print(f" {'arcade us':>10} {'tdk faster':>10}" if competitor else "")
+    for label, floor, ours, target in rows:
+        calls_here = calls // 10 if "sync" in label else calls
+        floor_us = await per_call_us(floor, calls_here)
+        ours_us = await per_call_us(ours, calls_here)
+        ratio = ours_us / floor_us
+        line = f"{label:34} {floor_us:9.2f} {ours_us:8.2f} {ratio:5.2f}x {target:6.1f}x"
+        if label in competitor:
+            theirs = await per_call_us(competitor[label], calls_here)
+            line += f" {theirs:10.2f} {theirs / ours_us:9.1f}x"
+        print(line)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    asyncio.run(main(parser.parse_args().calls))

@@ -1,0 +1,104 @@
+"""``ToolContext``: what the host hands a tool besides its arguments.
+
+A tool asks for it by annotating one parameter with :class:`ToolContext`; that parameter never
+appears in the tool's input schema. The context is immutable, and its ``repr()`` names the
+secrets it holds but never shows their values or the auth token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from tdk.errors import ToolRequirementError
+
+__all__ = ["ToolContext"]
+
+
+def _rebuild(
+    secrets: dict[str, str],
+    metadata: dict[str, Any],
+    user_id: str | None,
+    auth_token: str | None,
+) -> ToolContext:
+    """Recreate a context for ``pickle`` and ``copy`` (read-only mappings do not pickle)."""
+    return ToolContext(secrets=secrets, metadata=metadata, user_id=user_id, auth_token=auth_token)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """Secrets, metadata and the caller's identity for one tool call.
+
+    ``secrets`` and ``metadata`` are copied into read-only mappings, so changing the dicts
+    passed in later does not change the context::
+
+        context = ToolContext(secrets={"GITHUB_TOKEN": token}, user_id="u-42")
+        context.get_secret("GITHUB_TOKEN")
+
+    .. versionadded:: 0.1.0
+    """
+
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Secret values by name (API keys, tokens). Never shown by ``repr()``."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Non-secret facts about the call or the user (locale, tenant, plan...)."""
+    user_id: str | None = None
+    """The end user the call is made for, when the host knows it."""
+    auth_token: str | None = field(default=None, repr=False)
+    """The end user's own credential, when the host passes one. Never shown by ``repr()``."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "secrets", MappingProxyType(dict(self.secrets)))
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+
+    def get_secret(self, name: str) -> str:
+        """The secret called ``name``.
+
+        Raises :class:`~tdk.errors.ToolRequirementError` naming the secret when the context
+        has no such secret or its value is empty.
+        """
+        value = self.secrets.get(name)
+        if not value:
+            raise ToolRequirementError(
+                f"The secret '{name}' is not available to this tool.",
+                missing_secrets=[name],
+                developer_message=(
+                    f"The ToolContext has no non-empty secret named {name!r}; "
+                    "add it to ToolContext(secrets={...})."
+                ),
+            )
+        return value
+
+    def get_metadata(self, name: str) -> Any:
+        """The metadata value called ``name``.
+
+        Raises :class:`~tdk.errors.ToolRequirementError` naming the key when the context has
+        no such metadata.
+        """
+        try:
+            return self.metadata[name]
+        except KeyError:
+            raise ToolRequirementError(
+                f"The metadata '{name}' is not available to this tool.",
+                missing_metadata=[name],
+                developer_message=(
+                    f"The ToolContext has no metadata named {name!r}; "
+                    "add it to ToolContext(metadata={...})."
+                ),
+            ) from None
+
+    def __repr__(self) -> str:
+        secrets = "{" + ", ".join(f"{name!r}: '***'" for name in self.secrets) + "}"
+        token = "'***'" if self.auth_token is not None else "None"
+        return (
+            f"ToolContext(secrets={secrets}, metadata={dict(self.metadata)!r}, "
+            f"user_id={self.user_id!r}, auth_token={token})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (dict(self.secrets), dict(self.metadata), self.user_id, self.auth_token),
+        )

@@ -1,0 +1,313 @@
+"""Running a tool: arguments in, one :class:`~tdk.ToolResult` out, whatever happens.
+
+A call goes arguments -> requirements -> validation -> function -> output validation ->
+``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._classify` ->
+:meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``. Everything that
+needs reflection was done by ``@tool``; nothing here inspects the function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import enum
+import functools
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final, get_args
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
+from pydantic_core.core_schema import ErrorType
+
+from tdk._context import ToolContext
+from tdk._result import ToolResult
+from tdk.errors import (
+    ErrorInfo,
+    ErrorKind,
+    ToolError,
+    ToolInputError,
+    ToolOutputError,
+    ToolRequirementError,
+    ToolTimeoutError,
+)
+
+if TYPE_CHECKING:
+    from tdk._definition import ToolSpec
+
+logger: Final = logging.getLogger("tdk")
+"""The ``tdk`` logger: one record per failed call (WARNING; ERROR for tool bugs)."""
+logger.addHandler(logging.NullHandler())  # a library never prints unless the app configures it
+
+
+class _Default(enum.Enum):
+    DEFAULT = "DEFAULT"
+
+
+DEFAULT: Final = _Default.DEFAULT
+"""Sentinel for "use the tool's own setting" (e.g. ``timeout=DEFAULT``)."""
+
+Arguments = Mapping[str, Any] | str | bytes | None
+"""What a model sends: a mapping, or a JSON object as text. None and blank text mean ``{}``."""
+
+#: Kinds that are bugs in the tool rather than failures of the call: logged at ERROR.
+_TOOL_BUG_KINDS: Final = frozenset(
+    {ErrorKind.TOOL_RUNTIME_FATAL, ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE}
+)
+
+#: pydantic error types whose messages are templates over the schema, never over the input.
+#: Others (custom validators' ``value_error``, ``union_tag_invalid``...) may quote the input,
+#: so the model is told only that the field is not valid.
+_QUOTES_INPUT: Final = frozenset({"value_error", "assertion_error", "union_tag_invalid"})
+_TEMPLATED_ERRORS: Final = frozenset(get_args(ErrorType)) - _QUOTES_INPUT
+
+
+async def execute(
+    fn: Callable[..., Any],
+    spec: ToolSpec,
+    name: str,
+    arguments: Arguments,
+    *,
+    context: ToolContext | None = None,
+    call_id: str | None = None,
+    timeout: float | _Default | None = DEFAULT,
+    include_stacktrace: bool = False,
+) -> ToolResult:
+    """Run one call of a tool and return its result; only cancellation of the caller,
+    ``KeyboardInterrupt`` and ``SystemExit`` escape."""
+    start = perf_counter()
+    attempts = 0
+    try:
+        if spec.requirements.secrets or spec.requirements.metadata:
+            _check_requirements(spec, context)
+        kwargs = spec.arguments(_validate_arguments(spec.input_model, arguments), context)
+        limit = spec.timeout if timeout is DEFAULT else timeout
+        attempts = 1
+        awaitable = fn(**kwargs) if spec.is_async else _in_thread(fn, kwargs)
+        value = await (awaitable if limit is None else _await_with_limit(awaitable, limit))
+        output = _serialise_output(spec, value)
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the caller is being cancelled: never swallow that
+        failure: BaseException = exc
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        failure = exc
+    else:
+        return ToolResult(
+            tool=name,
+            call_id=call_id,
+            value=output,
+            error=None,
+            attempts=attempts,
+            duration_ms=(perf_counter() - start) * 1000,
+        )
+    return failed(
+        name,
+        failure,
+        call_id=call_id,
+        context=context,
+        attempts=attempts,
+        started=start,
+        include_stacktrace=include_stacktrace,
+    )
+
+
+def failed(
+    name: str,
+    exc: BaseException,
+    *,
+    call_id: str | None,
+    context: ToolContext | None,
+    attempts: int,
+    started: float,
+    include_stacktrace: bool,
+) -> ToolResult:
+    """The result of a call that failed with ``exc``: classified, redacted and logged once.
+
+    ``started`` is the ``perf_counter()`` reading at the start of the call.
+    """
+    info = ErrorInfo.from_exception(
+        exc, name, include_stacktrace=include_stacktrace, secrets=_secrets_of(context)
+    )
+    _log_failure(info)
+    return ToolResult(
+        tool=name,
+        call_id=call_id,
+        value=None,
+        error=info,
+        attempts=attempts,
+        duration_ms=(perf_counter() - started) * 1000,
+    )
+
+
+async def _await_with_limit(awaitable: Any, limit: float) -> Any:
+    try:
+        async with asyncio.timeout(limit) as scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise ToolTimeoutError(
+                f"The tool did not finish within {limit:g} s.", timeout=limit
+            ) from None
+        raise  # a TimeoutError of the tool's own: mapped by the table
+
+
+def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+    """Run a sync tool in the loop's default worker pool, with the caller's context vars.
+
+    A sync tool that overruns its time limit yields a timeout result at once, but its thread
+    cannot be stopped: it runs to completion in the background.
+    """
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
+    return loop.run_in_executor(None, call)
+
+
+def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
+    secrets = context.secrets if context is not None else {}
+    metadata = context.metadata if context is not None else {}
+    missing_secrets = [n for n in spec.requirements.secrets if not secrets.get(n)]
+    missing_metadata = [n for n in spec.requirements.metadata if n not in metadata]
+    if missing_secrets or missing_metadata:
+        missing = [f"secret '{n}'" for n in missing_secrets]
+        missing += [f"metadata '{n}'" for n in missing_metadata]
+        raise ToolRequirementError(
+            f"The tool cannot run: {', '.join(missing)} missing from its context.",
+            missing_secrets=missing_secrets or None,
+            missing_metadata=missing_metadata or None,
+            developer_message=(
+                "Pass the missing values in ToolContext(secrets={...}, metadata={...}) "
+                "when calling the tool."
+            ),
+        )
+
+
+def _validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseModel:
+    try:
+        if isinstance(arguments, str | bytes):
+            if not arguments.strip():
+                return model.model_validate({})
+            return model.model_validate_json(arguments)
+        return model.model_validate({} if arguments is None else arguments)
+    except ValidationError as exc:
+        # Not chained: a ValidationError's text quotes the submitted values.
+        raise _input_error(exc, model) from None
+
+
+def _input_error(exc: ValidationError, model: type[BaseModel]) -> ToolInputError:
+    errors = []
+    for error in exc.errors(include_url=False, include_context=False, include_input=False):
+        field = ".".join(str(part) for part in error["loc"])
+        errors.append({"field": field, "problem": _problem(error["type"], error["msg"], field)})
+    parameters = ", ".join(info.alias or field for field, info in model.model_fields.items())
+    listed = "; ".join(
+        f"'{e['field']}' {e['problem']}" if e["field"] else e["problem"] for e in errors
+    )
+    return ToolInputError(
+        f"Invalid arguments: {listed}. Parameters: {parameters or 'none'}. "
+        "Fix the arguments and call the tool again.",
+        errors=errors,
+    )
+
+
+def _problem(error_type: str, message: str, field: str) -> str:
+    if error_type == "missing":
+        return "is required but was not given"
+    if error_type == "extra_forbidden":
+        return "is not a parameter of this tool"
+    if error_type == "json_invalid":
+        return "The arguments are not valid JSON: send one JSON object"
+    if error_type in ("model_type", "model_attributes_type", "dict_type") and not field:
+        return "The arguments must be a JSON object"
+    if error_type in _TEMPLATED_ERRORS:
+        return message.removeprefix("Input ") if message.startswith("Input should") else message
+    return f"is not valid ({error_type})"
+
+
+def _serialise_output(spec: ToolSpec, value: Any) -> Any:
+    adapter = spec.output_adapter
+    try:
+        return adapter.dump_python(adapter.validate_python(value), mode="json")
+    except (ValidationError, PydanticSerializationError) as exc:
+        problems = (
+            "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
+                for e in exc.errors(include_url=False, include_context=False, include_input=False)
+            )
+            if isinstance(exc, ValidationError)
+            else type(exc).__name__
+        )
+        raise ToolOutputError(
+            "The tool failed: it returned a result that does not match its declared type.",
+            developer_message=f"The return value does not match the return annotation: {problems}",
+        ) from None
+
+
+def _secrets_of(context: ToolContext | None) -> Iterable[str]:
+    if context is None:
+        return ()
+    values = list(context.secrets.values())
+    if context.auth_token:
+        values.append(context.auth_token)
+    return values
+
+
+def _log_failure(info: ErrorInfo) -> None:
+    """One record per failure, built only when a handler will see it.
+
+    The message is the error's log line (formatted lazily, by the handler); the record's
+    ``tdk_error`` attribute is its ``to_dict()``. With logging unconfigured this costs a few
+    attribute lookups: tdk's own handler is a ``NullHandler``.
+    """
+    level = logging.ERROR if info.kind in _TOOL_BUG_KINDS else logging.WARNING
+    if not logger.isEnabledFor(level) or not _has_listener(level):
+        return
+    record = logger.makeRecord(
+        logger.name,
+        level,
+        __file__,
+        0,
+        "%s",
+        (_LogLine(info),),
+        None,
+        func="execute",
+        extra={"tdk_error": info.to_dict()},
+    )
+    logger.handle(record)
+
+
+def _has_listener(level: int) -> bool:
+    """Whether a handler other than a NullHandler would receive a record at ``level``."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if level >= handler.level and not isinstance(handler, logging.NullHandler):
+                return True
+        current = current.parent if current.propagate else None
+    return False
+
+
+class _LogLine:
+    """Formats an error's log line only when a handler asks for the message."""
+
+    __slots__ = ("info",)
+
+    def __init__(self, info: ErrorInfo) -> None:
+        self.info = info
+
+    def __str__(self) -> str:
+        return self.info.to_log_line()
+
+
+def map_direct_call_error(exc: Exception, name: str) -> ToolError:
+    """The tdk error a direct call of a tool raises for ``exc`` (the caller chains it)."""
+    from tdk._classify import to_tool_error
+
+    error = to_tool_error(exc)
+    if error.tool_name is None:
+        error.tool_name = name
+    return error

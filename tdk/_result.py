@@ -1,0 +1,63 @@
+"""ToolResult: what every run of a tool returns, success or failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tdk.errors import ErrorCategory, ErrorInfo, ErrorKind
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call: a JSON-safe ``value`` or an ``error``, never both.
+
+    ``attempts`` is the number of times the tool body was invoked (0 when the call was refused
+    before the body ran: bad arguments, a missing secret, an unknown tool). ``duration_ms`` is
+    the wall time of the whole call.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str
+    """The tool's name (as called, for an unknown tool)."""
+    call_id: str | None = None
+    """The caller's identifier for this call, echoed back."""
+    value: Any = None
+    """The tool's return value, validated and serialised in JSON mode."""
+    error: ErrorInfo | None = None
+    """What went wrong, or None on success."""
+    attempts: int = 1
+    """How many times the tool body ran."""
+    duration_ms: float = 0.0
+    """Wall time of the call in milliseconds."""
+
+    @property
+    def is_success(self) -> bool:
+        """True when the call returned a value."""
+        return self.error is None
+
+    @property
+    def kind(self) -> ErrorKind | None:
+        """The error's kind, or None on success."""
+        return None if self.error is None else self.error.kind
+
+    @property
+    def category(self) -> ErrorCategory | None:
+        """The error's category, or None on success."""
+        return None if self.error is None else self.error.category
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the failed call may succeed later; False on success."""
+        return self.error is not None and self.error.retryable
+
+    @property
+    def retry_after_ms(self) -> int | None:
+        """How long to wait before retrying, when the error says so."""
+        return None if self.error is None else self.error.retry_after_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict: ``tool``, ``call_id``, ``value``, ``error`` (its
+        ``to_dict()`` or None), ``attempts``, ``duration_ms``."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,264 @@
+"""``@tool`` and ``Tool``: a checked definition wrapped around a plain function.
+
+``@tool`` does all its work when the module is imported: it checks the function, builds the
+:class:`~tdk.ToolDefinition` and the :class:`~tdk._definition.ToolSpec` that execution reads,
+and raises one :class:`~tdk.errors.ToolDefinitionError` listing every problem it found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from types import FrameType
+from typing import Any, Generic, NoReturn, ParamSpec, TypeVar, cast, overload
+
+from tdk._context import ToolContext
+from tdk._definition import (
+    Problem,
+    ProblemKind,
+    ToolDefinition,
+    ToolOptions,
+    ToolSpec,
+    define_tool,
+    raise_problems,
+)
+from tdk._execute import DEFAULT, Arguments, _Default, execute, map_direct_call_error
+from tdk._result import ToolResult
+
+__all__ = ["Tool", "tool"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class Tool(Generic[_P, _R]):
+    """A function checked and described by ``@tool``.
+
+    Calling the tool calls the function with the same signature (an ``async def`` tool still
+    returns a coroutine). ``definition`` is what a host shows the model; ``spec`` holds what
+    execution needs on every call. Tools are built by ``@tool``, not instantiated directly.
+
+    .. versionadded:: 0.1.0
+    """
+
+    fn: Callable[_P, _R]
+    """The decorated function, unchanged."""
+    definition: ToolDefinition
+    """Name, description, JSON Schemas and requirements, as shown to the model."""
+    spec: ToolSpec
+    """Internal: the input model, output adapter and call details execution uses."""
+
+    def __init__(self, fn: Callable[_P, _R], definition: ToolDefinition, spec: ToolSpec) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.definition = definition
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        """The tool's name (``definition.name``)."""
+        return self.definition.name
+
+    @property
+    def description(self) -> str:
+        """The tool's description (``definition.description``)."""
+        return self.definition.description
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        """Call the function as if it were not decorated.
+
+        The one difference: an uncaught exception is re-raised as the tdk error it maps to
+        (``raise ... from exc``), as :meth:`run` would report it. For an ``async def`` tool the
+        mapping happens when the returned coroutine is awaited.
+        """
+        if self.spec.is_async:
+            return cast(_R, self._call_async(*args, **kwargs))
+        try:
+            return self.fn(*args, **kwargs)
+        except Exception as exc:
+            raise map_direct_call_error(exc, self.name) from exc
+
+    async def _call_async(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await cast(Awaitable[Any], self.fn(*args, **kwargs))
+        except Exception as exc:
+            raise map_direct_call_error(exc, self.name) from exc
+
+    def run(
+        self,
+        arguments: Arguments = None,
+        *,
+        context: ToolContext | None = None,
+        call_id: str | None = None,
+        timeout: float | _Default | None = DEFAULT,
+        include_stacktrace: bool = False,
+    ) -> Coroutine[Any, Any, ToolResult]:
+        """Run one call as a model would make it, and return its :class:`~tdk.ToolResult`.
+
+        ``arguments`` is a mapping or a JSON object as text (None or blank text mean ``{}``).
+        Never raises for a failure of the call: bad arguments, a missing secret, a bad return
+        value and every exception of the body become ``result.error``. Only cancellation of
+        the caller, ``KeyboardInterrupt`` and ``SystemExit`` propagate.
+
+        ``timeout`` overrides the tool's own limit for this call (None: no limit).
+        ``include_stacktrace`` puts the redacted traceback into ``result.error.stacktrace``.
+        (``run`` returns the call's coroutine directly: one frame less per call.)
+        """
+        return execute(
+            self.fn,
+            self.spec,
+            self.definition.name,
+            arguments,
+            context=context,
+            call_id=call_id,
+            timeout=timeout,
+            include_stacktrace=include_stacktrace,
+        )
+
+    def run_sync(
+        self,
+        arguments: Arguments = None,
+        *,
+        context: ToolContext | None = None,
+        call_id: str | None = None,
+        timeout: float | _Default | None = DEFAULT,
+        include_stacktrace: bool = False,
+    ) -> ToolResult:
+        """:meth:`run` for scripts and tests: runs the call in a new event loop.
+
+        Raises ``RuntimeError`` when called from a running event loop (await :meth:`run`).
+        """
+        _refuse_running_loop("run_sync")
+        return asyncio.run(
+            self.run(
+                arguments,
+                context=context,
+                call_id=call_id,
+                timeout=timeout,
+                include_stacktrace=include_stacktrace,
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name!r} of {self.fn.__module__}.{self.fn.__qualname__}>"
+
+    def __reduce__(self) -> str:
+        # Pickle by reference, like the function it replaces in its module.
+        return self.fn.__qualname__
+
+
+def _refuse_running_loop(what: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{what}() cannot be called from a running event loop; await run()")
+
+
+@overload
+def tool(fn: Callable[_P, _R], /) -> Tool[_P, _R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_secrets: Iterable[str] = (),
+    requires_metadata: Iterable[str] = (),
+    timeout: float | None = None,
+    deprecated: str | None = None,
+) -> Callable[[Callable[_P, _R]], Tool[_P, _R]]: ...
+
+
+def tool(
+    fn: Callable[_P, _R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_secrets: Iterable[str] = (),
+    requires_metadata: Iterable[str] = (),
+    timeout: float | None = None,
+    deprecated: str | None = None,
+) -> Tool[_P, _R] | Callable[[Callable[_P, _R]], Tool[_P, _R]]:
+    """Turn a function into a :class:`Tool`, checking its definition now.
+
+    Use it bare (``@tool``) or with options (``@tool(name=..., ...)``):
+
+    - ``name``: the name the model calls (default: the function's name);
+    - ``description``: what the tool does (default: the docstring without its parameter
+      section);
+    - ``requires_secrets`` / ``requires_metadata``: names that must be in the
+      :class:`~tdk.ToolContext` before the tool runs;
+    - ``timeout``: the tool's own time limit in seconds;
+    - ``deprecated``: a message saying what to use instead.
+
+    Raises :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing
+    every problem of the definition; see ``docs/definitions.md``.
+
+    .. versionadded:: 0.1.0
+    """
+    options = ToolOptions(
+        name=name,
+        description=description,
+        requires_secrets=requires_secrets,
+        requires_metadata=requires_metadata,
+        timeout=timeout,
+        deprecated=deprecated,
+    )
+    if fn is None:
+
+        def decorate(fn: Callable[_P, _R]) -> Tool[_P, _R]:
+            return _make_tool(fn, options, sys._getframe(1))
+
+        return decorate
+    return _make_tool(fn, options, sys._getframe(1))
+
+
+def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) -> Tool[_P, _R]:
+    """Check ``fn`` and wrap it; ``caller`` is the frame that applied the decorator."""
+    if isinstance(fn, Tool):
+        raise_problems(
+            fn.name,
+            repr(fn),
+            [
+                Problem(
+                    ProblemKind.ALREADY_A_TOOL,
+                    None,
+                    f"@tool was applied to '{fn.name}', which is already a tool",
+                    "apply @tool once, with all options in that one call",
+                )
+            ],
+        )
+    if not inspect.isfunction(fn):
+        _raise_not_a_function(fn)
+    localns = caller.f_locals if caller.f_locals is not caller.f_globals else None
+    definition, spec = define_tool(fn, options, localns)
+    return Tool(fn, definition, spec)
+
+
+def _raise_not_a_function(obj: object) -> NoReturn:
+    if isinstance(obj, str):
+        hint = f"pass options as keywords, e.g. @tool(name={obj!r})"
+    elif isinstance(obj, staticmethod | classmethod):
+        hint = "define the tool as a module-level function"
+    else:
+        hint = "apply @tool to a function defined with def or async def"
+    name = getattr(obj, "__name__", None)
+    what = f"'{name}'" if isinstance(name, str) else "an object"
+    raise_problems(
+        name if isinstance(name, str) else None,
+        f"an object of type {type(obj).__name__}",
+        [
+            Problem(
+                ProblemKind.NOT_A_FUNCTION,
+                None,
+                f"@tool was applied to {what} of type {type(obj).__name__}, not a function",
+                hint,
+            )
+        ],
+    )

@@ -1,0 +1,341 @@
+"""``Toolkit``: a named set of tools, looked up by name in O(1), loaded from modules or paths.
+
+Loading imports a module (``from_module``) or a file or package directory (``from_path``) and
+collects every :class:`~tdk.Tool` in its namespace; for a package, in every submodule too.
+Import failures become :class:`~tdk.errors.ToolkitLoadError` naming the module, with the cause
+chained; a :class:`~tdk.errors.ToolDefinitionError` raised by ``@tool`` during the import
+propagates unchanged, since it already says everything that is wrong.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import os
+import pkgutil
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from time import perf_counter
+from types import ModuleType
+from typing import Any, TypeAlias
+
+from tdk._classify import describe
+from tdk._context import ToolContext
+from tdk._definition import ToolDefinition
+from tdk._execute import DEFAULT, Arguments, _Default, failed
+from tdk._result import ToolResult
+from tdk._tool import Tool
+from tdk.errors import ToolDefinitionError, ToolkitLoadError, ToolNotFoundError
+
+__all__ = ["Toolkit"]
+
+AnyTool: TypeAlias = Tool[..., Any]
+
+_MAX_SUGGESTIONS = 3
+
+
+class Toolkit:
+    """A named collection of tools with case-insensitive lookup.
+
+    ::
+
+        toolkit = Toolkit("github", [search_issues, get_issue], version="1.2.0")
+        toolkit.get("Search_Issues")  # -> search_issues
+        toolkit.definitions()         # -> [ToolDefinition(..., toolkit="github"), ...]
+
+    Two different tools whose names differ only in case cannot share a toolkit.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tools: Iterable[AnyTool] = (),
+        *,
+        version: str | None = None,
+        description: str | None = None,
+        include_stacktrace: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"a toolkit name must be a non-blank string, not {name!r}")
+        self.name = name
+        """The toolkit's name; filled into each definition's ``toolkit``."""
+        self.version = version
+        """The toolkit's version, if it has one."""
+        self.description = description
+        """What the toolkit is for, if said."""
+        self.include_stacktrace = include_stacktrace
+        """Whether results of :meth:`run` carry the redacted stack trace of a failure."""
+        self._tools: dict[str, AnyTool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(self, tool: AnyTool) -> None:
+        """Add a tool. Adding the same tool again does nothing; adding a different tool whose
+        name equals an existing one ignoring case raises :class:`~tdk.errors.ToolkitLoadError`.
+        """
+        if not isinstance(tool, Tool):
+            raise TypeError(
+                f"Toolkit.add() takes a tool made with @tool, not {type(tool).__name__}"
+            )
+        key = tool.name.lower()
+        existing = self._tools.setdefault(key, tool)
+        if existing is tool:
+            return
+        raise ToolkitLoadError(
+            f"tools '{existing.name}' ({_origin(existing)}) and '{tool.name}' ({_origin(tool)}) "
+            "have the same name, ignoring case; rename one with @tool(name=...)",
+            toolkit=self.name,
+            module=tool.fn.__module__,
+        )
+
+    def get(self, name: str) -> AnyTool:
+        """The tool called ``name``, compared ignoring case.
+
+        Raises :class:`~tdk.errors.ToolNotFoundError` with ``details["available_tools"]`` and
+        the closest names in ``details["suggestions"]``.
+        """
+        found = self._tools.get(name.lower())
+        if found is not None:
+            return found
+        available = [item.name for item in self._tools.values()]
+        by_key = {item.name.lower(): item.name for item in self._tools.values()}
+        suggestions = [
+            by_key[key]
+            for key in difflib.get_close_matches(name.lower(), by_key, n=_MAX_SUGGESTIONS)
+        ]
+        message = f"No tool named '{name}' in toolkit '{self.name}'."
+        if suggestions:
+            quoted = [f"'{suggestion}'" for suggestion in suggestions]
+            choices = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
+            message += f" Did you mean {choices}?"
+        raise ToolNotFoundError(
+            message, available_tools=available, suggestions=suggestions, tool_name=name
+        )
+
+    async def run(
+        self,
+        name: str,
+        arguments: Arguments = None,
+        *,
+        context: ToolContext | None = None,
+        call_id: str | None = None,
+        timeout: float | _Default | None = DEFAULT,
+        include_stacktrace: bool | None = None,
+    ) -> ToolResult:
+        """Run the tool called ``name`` (ignoring case) and return its result.
+
+        An unknown name is a ``TOOL_NOT_FOUND`` result (with suggestions), never an exception.
+        ``include_stacktrace`` defaults to the toolkit's setting; the other options are those
+        of :meth:`Tool.run <tdk.Tool.run>`.
+        """
+        traced = self.include_stacktrace if include_stacktrace is None else include_stacktrace
+        try:
+            tool = self.get(name)
+        except ToolNotFoundError as exc:
+            return failed(
+                name,
+                exc,
+                call_id=call_id,
+                context=context,
+                attempts=0,
+                started=perf_counter(),
+                include_stacktrace=traced,
+            )
+        return await tool.run(
+            arguments,
+            context=context,
+            call_id=call_id,
+            timeout=timeout,
+            include_stacktrace=traced,
+        )
+
+    def definitions(self) -> list[ToolDefinition]:
+        """The definitions of all tools, in the order they were added, with ``toolkit`` set."""
+        return [item.definition.model_copy(update={"toolkit": self.name}) for item in self]
+
+    def __iter__(self) -> Iterator[AnyTool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._tools
+
+    def __repr__(self) -> str:
+        return f"<Toolkit {self.name!r} with {len(self)} tools>"
+
+    @classmethod
+    def from_module(
+        cls,
+        module: ModuleType | str,
+        *,
+        name: str | None = None,
+        version: str | None = None,
+        description: str | None = None,
+    ) -> Toolkit:
+        """The tools of a module (a module object or a dotted name to import).
+
+        For a package, its submodules are imported and searched too (``__main__`` excepted).
+        ``name`` defaults to the last part of the module's name.
+        """
+        module_name = module if isinstance(module, str) else module.__name__
+        toolkit = name or module_name.rpartition(".")[2]
+        loaded = _import(module_name, toolkit) if isinstance(module, str) else module
+        return cls._collect(loaded, toolkit, version, description)
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        version: str | None = None,
+        description: str | None = None,
+    ) -> Toolkit:
+        """The tools of a ``.py`` file or a package directory.
+
+        The module is imported under the name its location gives it (``weather`` for
+        ``tools/weather.py``; ``acme.search`` for ``acme/search.py`` inside the package
+        ``acme``), without changing ``sys.path``. Loading the same path again reuses the
+        module imported the first time, so its tools are the same objects.
+        """
+        location = Path(path).resolve()
+        module_name, top_file = _locate(location, name)
+        toolkit = name or module_name.rpartition(".")[2]
+        module = _load(module_name, top_file, toolkit)
+        return cls._collect(module, toolkit, version, description)
+
+    @classmethod
+    def _collect(
+        cls, module: ModuleType, name: str, version: str | None, description: str | None
+    ) -> Toolkit:
+        toolkit = cls(name, version=version, description=description)
+        for each in _walk(module, name):
+            for value in list(vars(each).values()):
+                if isinstance(value, Tool):
+                    toolkit.add(value)
+        if not toolkit:
+            raise ToolkitLoadError(
+                f"module '{module.__name__}' defines no tools; decorate its functions with @tool",
+                toolkit=name,
+                module=module.__name__,
+            )
+        return toolkit
+
+
+def _origin(tool: AnyTool) -> str:
+    return f"{tool.fn.__module__}.{tool.fn.__qualname__}"
+
+
+def _walk(module: ModuleType, toolkit: str) -> Iterator[ModuleType]:
+    """The module and, for a package, every submodule (imported, sorted by name)."""
+    yield module
+    for info in pkgutil.iter_modules(getattr(module, "__path__", ()), module.__name__ + "."):
+        if info.name.rpartition(".")[2] == "__main__":
+            continue
+        yield from _walk(_import(info.name, toolkit), toolkit)
+
+
+def _import(module_name: str, toolkit: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except (ToolDefinitionError, ToolkitLoadError):
+        raise
+    except Exception as exc:
+        raise _import_failed(module_name, toolkit, exc) from exc
+
+
+def _import_failed(module_name: str, toolkit: str, exc: Exception) -> ToolkitLoadError:
+    return ToolkitLoadError(
+        f"could not import module '{module_name}': {describe(exc)}",
+        toolkit=toolkit,
+        module=module_name,
+    )
+
+
+def _locate(location: Path, toolkit: str | None) -> tuple[str, Path]:
+    """The dotted module name of a file or package directory, and the file of its top-level
+    module (the outermost enclosing package, or the file itself)."""
+    if location.is_dir() or location.name == "__init__.py":
+        package = location if location.is_dir() else location.parent
+        if not (package / "__init__.py").is_file():
+            raise ToolkitLoadError(
+                f"{location} is a directory without __init__.py, not a Python package",
+                toolkit=toolkit or package.name,
+            )
+        parts, top_file, parent = [package.name], package / "__init__.py", package.parent
+    elif location.suffix == ".py" and location.is_file():
+        parts, top_file, parent = [location.stem], location, location.parent
+    else:
+        raise ToolkitLoadError(
+            f"{location} is neither a .py file nor a package directory",
+            toolkit=toolkit or location.stem,
+        )
+    while (parent / "__init__.py").is_file() and parent.name.isidentifier():
+        parts.insert(0, parent.name)
+        top_file, parent = parent / "__init__.py", parent.parent
+    return ".".join(parts), top_file
+
+
+def _load(module_name: str, top_file: Path, toolkit: str) -> ModuleType:
+    """Import the top-level module from ``top_file`` (unless it already is), then
+    ``module_name`` within it."""
+    top = module_name.partition(".")[0]
+    existing = sys.modules.get(top)
+    if existing is None:
+        _check_name_is_free(top, top_file, toolkit)
+        _exec_top(top, top_file, toolkit)
+    elif _file_of(existing) != top_file:
+        raise _taken(top, top_file, _file_of(existing), toolkit)
+    return _import(module_name, toolkit)
+
+
+def _exec_top(top: str, top_file: Path, toolkit: str) -> None:
+    package = [str(top_file.parent)] if top_file.name == "__init__.py" else None
+    spec = importlib.util.spec_from_file_location(top, top_file, submodule_search_locations=package)
+    # A .py file always has a spec and a loader.
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[top] = module
+    try:
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[top]  # as the import system does for a module that failed
+            raise
+    except (ToolDefinitionError, ToolkitLoadError):
+        raise
+    except Exception as exc:
+        raise _import_failed(top, toolkit, exc) from exc
+
+
+def _check_name_is_free(top: str, top_file: Path, toolkit: str) -> None:
+    """Refuse to register a file under a name that an importable module already has (a tool
+    file called ``calendar.py`` must not replace the standard library's for everyone)."""
+    spec = importlib.util.find_spec(top)  # a top-level name: nothing is imported
+    origin = spec.origin if spec is not None else None
+    if origin is not None:
+        other = Path(origin).resolve() if os.path.isabs(origin) else None
+        if other != top_file:
+            raise _taken(top, top_file, other, toolkit)
+
+
+def _file_of(module: ModuleType) -> Path | None:
+    file = getattr(module, "__file__", None)
+    return Path(file).resolve() if isinstance(file, str) else None
+
+
+def _taken(top: str, top_file: Path, other: Path | None, toolkit: str) -> ToolkitLoadError:
+    where = str(other) if other is not None else "a built-in module"
+    return ToolkitLoadError(
+        f"cannot import {top_file} as module '{top}': that name is already used by {where}; "
+        "rename the file or directory",
+        toolkit=toolkit,
+        module=top,
+    )

@@ -1,0 +1,138 @@
+"""``ToolContext``: secrets, metadata and identity, immutable and safe to print."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+
+import pytest
+
+from tdk import ToolContext
+from tdk.errors import ErrorCategory, ErrorKind, ToolRequirementError
+
+TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
+AUTH = "user-credential-42"
+
+
+@pytest.fixture
+def context() -> ToolContext:
+    return ToolContext(
+        secrets={"GITHUB_TOKEN": TOKEN, "EMPTY": ""},
+        metadata={"org": "acme", "seats": 0},
+        user_id="u-1",
+        auth_token=AUTH,
+    )
+
+
+def test_defaults_are_empty() -> None:
+    """A bare context has no secrets, no metadata and no identity."""
+    bare = ToolContext()
+    assert dict(bare.secrets) == {}
+    assert dict(bare.metadata) == {}
+    assert bare.user_id is None
+    assert bare.auth_token is None
+
+
+def test_get_secret(context: ToolContext) -> None:
+    """A present secret is returned as is."""
+    assert context.get_secret("GITHUB_TOKEN") == TOKEN
+
+
+@pytest.mark.parametrize("name", ["MISSING", "EMPTY", "github_token"], ids=str.lower)
+def test_missing_secret_raises_a_requirement_error(context: ToolContext, name: str) -> None:
+    """An absent, empty or differently-cased secret raises ToolRequirementError naming it."""
+    with pytest.raises(ToolRequirementError) as caught:
+        context.get_secret(name)
+    error = caught.value
+    assert error.message == f"The secret '{name}' is not available to this tool."
+    assert error.details["missing_secrets"] == [name]
+    assert error.kind is ErrorKind.TOOL_RUNTIME_MISSING_REQUIREMENT
+    assert error.category is ErrorCategory.CONFIGURATION
+    assert error.retryable is False
+    assert str(error) == (
+        "[TOOL_RUNTIME_MISSING_REQUIREMENT] ToolRequirementError: "
+        f"The secret '{name}' is not available to this tool."
+    )
+
+
+def test_get_metadata(context: ToolContext) -> None:
+    """Metadata values are returned as is, falsy ones included."""
+    assert context.get_metadata("org") == "acme"
+    assert context.get_metadata("seats") == 0
+
+
+def test_missing_metadata_raises_a_requirement_error(context: ToolContext) -> None:
+    """Absent metadata raises ToolRequirementError naming the key."""
+    with pytest.raises(ToolRequirementError) as caught:
+        context.get_metadata("locale")
+    assert caught.value.details == {"missing_metadata": ["locale"]}
+    assert caught.value.message == "The metadata 'locale' is not available to this tool."
+
+
+def test_repr_hides_secret_values_and_the_auth_token(context: ToolContext) -> None:
+    """``repr()`` names the secrets but shows neither their values nor the auth token."""
+    text = repr(context)
+    assert TOKEN not in text
+    assert AUTH not in text
+    assert text == (
+        "ToolContext(secrets={'GITHUB_TOKEN': '***', 'EMPTY': '***'}, "
+        "metadata={'org': 'acme', 'seats': 0}, user_id='u-1', auth_token='***')"
+    )
+    assert TOKEN not in str(context)
+    assert TOKEN not in f"{context!r} {[context]}"
+
+
+def test_repr_without_auth_token() -> None:
+    """An absent auth token shows as None."""
+    assert (
+        repr(ToolContext()) == "ToolContext(secrets={}, metadata={}, user_id=None, auth_token=None)"
+    )
+
+
+def test_context_is_immutable(context: ToolContext) -> None:
+    """Attributes cannot be reassigned and the mappings cannot be changed."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        context.user_id = "u-2"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        context.secrets["OTHER"] = "x"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        context.metadata["org"] = "other"  # type: ignore[index]
+
+
+def test_context_copies_the_mappings_it_is_given() -> None:
+    """Changing the dicts after building the context does not change it."""
+    secrets = {"A": "1"}
+    built = ToolContext(secrets=secrets)
+    secrets["A"] = "2"
+    assert built.get_secret("A") == "1"
+
+
+def test_options_are_keyword_only() -> None:
+    """Positional arguments are refused."""
+    with pytest.raises(TypeError):
+        ToolContext({"A": "1"})  # type: ignore[misc]
+
+
+def test_equality(context: ToolContext) -> None:
+    """Two contexts with the same content are equal."""
+    assert context == ToolContext(
+        secrets={"GITHUB_TOKEN": TOKEN, "EMPTY": ""},
+        metadata={"org": "acme", "seats": 0},
+        user_id="u-1",
+        auth_token=AUTH,
+    )
+    assert context != ToolContext(user_id="u-1")
+
+
+@pytest.mark.parametrize(
+    "clone",
+    [copy.copy, copy.deepcopy, lambda c: pickle.loads(pickle.dumps(c))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+def test_context_copies_and_pickles(context: ToolContext, clone: object) -> None:
+    """Copies and pickles are equal to the original and stay read-only."""
+    other = clone(context)  # type: ignore[operator]
+    assert other == context
+    with pytest.raises(TypeError):
+        other.secrets["OTHER"] = "x"

@@ -1,0 +1,67 @@
+"""Type-checker test: ``@tool`` keeps the decorated function's signature.
+
+mypy checks this file (``[tool.mypy] files`` in pyproject.toml); nobody runs it. Every
+``type: ignore`` below must be needed (``--strict`` reports unused ones), so each proves that
+the checker still rejects a wrong call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+from tdk import Tool, ToolContext, ToolDefinition, Toolkit, tool
+
+
+@tool
+def add(a: Annotated[int, "First."], b: Annotated[int, "Second."]) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool(name="greet", requires_secrets=["API_KEY"], timeout=5.0, deprecated="Use hello.")
+async def greet(name: Annotated[str, "Who."], context: ToolContext, *, loud: bool = False) -> str:
+    """Greet someone.
+
+    Args:
+        loud: Shout.
+    """
+    return context.get_secret("API_KEY") + name
+
+
+def sync_tools_stay_sync() -> None:
+    total: int = add(1, 2)
+    by_keyword: int = add(a=1, b=2)
+    as_callable: Callable[[int, int], int] = add
+    as_tool: Tool[[int, int], int] = add
+    add("1", 2)  # type: ignore[arg-type]
+    add(1)  # type: ignore[call-arg]
+    add(1, 2, c=3)  # type: ignore[call-arg]
+    wrong: str = add(1, 2)  # type: ignore[assignment]
+    del total, by_keyword, as_callable, as_tool, wrong
+
+
+async def async_tools_stay_async() -> None:
+    pending: Coroutine[Any, Any, str] = greet("Ada", ToolContext(), loud=True)
+    text: str = await pending
+    await greet("Ada", ToolContext(), True)  # type: ignore[call-arg]
+    del text
+
+
+def tool_attributes() -> None:
+    definition: ToolDefinition = add.definition
+    name: str = add.name
+    description: str = add.description
+    function: Callable[[int, int], int] = add.fn
+    secrets: tuple[str, ...] = greet.definition.requirements.secrets
+    del definition, name, description, function, secrets
+
+
+def toolkits() -> None:
+    toolkit = Toolkit("math", [add, greet], version="1.0")
+    found: Tool[..., Any] = toolkit.get("add")
+    count: int = len(toolkit)
+    names: list[str] = [each.name for each in toolkit]
+    definitions: list[ToolDefinition] = toolkit.definitions()
+    loaded: Toolkit = Toolkit.from_path("tools.py")
+    del found, count, names, definitions, loaded
