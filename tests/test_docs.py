@@ -1,4 +1,4 @@
-"""Every ```python block in docs/ runs (blocks of one page share a namespace, in order)."""
+"""Every ```python block in docs/ and the README runs (blocks of one page share a namespace, in order)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-DOCS = sorted((Path(__file__).parent.parent / "docs").glob("*.md"))
+ROOT = Path(__file__).parent.parent
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
