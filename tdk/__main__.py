@@ -1,0 +1,89 @@
+"""The ``tdk`` command: check, describe and run the tools of a module or a path.
+
+::
+
+    tdk check tools/weather.py          # load the tools; report every definition problem
+    tdk schema tools/weather.py         # the definitions as JSON, as a host shows them
+    tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
+
+A target is a ``.py`` file or a package directory (``Toolkit.from_path``), or a dotted module
+name (``Toolkit.from_module``). Exit status: 0 on success, 1 when the toolkit cannot be loaded
+or the call failed, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tdk._toolkit import Toolkit
+from tdk.errors import ToolError
+
+__all__ = ["main"]
+
+
+def _load(target: str) -> Toolkit:
+    if target.endswith(".py") or Path(target).exists():
+        return Toolkit.from_path(target)
+    return Toolkit.from_module(target)
+
+
+def _check(toolkit: Toolkit) -> int:
+    for item in toolkit:
+        print(f"ok  {item.name}: {item.description.splitlines()[0]}")
+    print(f"{len(toolkit)} tools in toolkit '{toolkit.name}', every definition valid.")
+    return 0
+
+
+def _schema(toolkit: Toolkit) -> int:
+    definitions = [d.model_dump(mode="json") for d in toolkit.definitions()]
+    print(json.dumps(definitions, indent=2))
+    return 0
+
+
+def _run(toolkit: Toolkit, name: str, arguments: str, stacktrace: bool) -> int:
+    result = asyncio.run(toolkit.run(name, arguments, include_stacktrace=stacktrace))
+    print(json.dumps(result.to_dict(), indent=2))
+    return 0 if result.is_success else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tdk`` command with ``argv`` (default: the process's arguments)."""
+    parser = argparse.ArgumentParser(
+        prog="tdk", description="Check, describe and run the tools of a module or path."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check", help="load the tools and report definition problems")
+    check.add_argument("target", help="a .py file, a package directory or a dotted module")
+    schema = commands.add_parser("schema", help="print the tool definitions as JSON")
+    schema.add_argument("target", help="a .py file, a package directory or a dotted module")
+    run = commands.add_parser("run", help="run one call and print its ToolResult as JSON")
+    run.add_argument("target", help="a .py file, a package directory or a dotted module")
+    run.add_argument("tool", help="the tool's name (case-insensitive)")
+    run.add_argument("arguments", nargs="?", default="{}", help="a JSON object (default {})")
+    run.add_argument("--stacktrace", action="store_true", help="include the stack trace")
+    options = parser.parse_args(argv)
+
+    try:
+        toolkit = _load(options.target)
+    except ToolError as error:  # a definition or load error: say everything, once
+        print(str(error), file=sys.stderr)
+        problems = error.details.get("problems")
+        for problem in problems if isinstance(problems, list) else []:
+            print(f"  - {problem.get('problem')} [{problem.get('kind')}]", file=sys.stderr)
+            if problem.get("hint"):
+                print(f"    fix: {problem['hint']}", file=sys.stderr)
+        return 1
+    if options.command == "check":
+        return _check(toolkit)
+    if options.command == "schema":
+        return _schema(toolkit)
+    return _run(toolkit, options.tool, options.arguments, options.stacktrace)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
