@@ -1,4 +1,7 @@
-"""Every ```python block in docs/ and the README runs (blocks of one page share a namespace, in order)."""
+"""Every ```python block in docs/ and the README runs.
+
+Blocks of one page share a namespace and run in order.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,137 @@
+"""The options given to ``@tool(...)``, checked one by one.
+
+Each check takes an option as given (any object: ``@tool`` does not trust its caller's
+types), adds a problem for everything wrong with it, and returns the value the definition
+uses, or a neutral one when the option is invalid so that checking can go on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from tdk._docstrings import Doc
+from tdk._problems import ProblemKind, Problems, quote
+
+#: The rule for tool names shared by OpenAI, Anthropic and MCP hosts.
+TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def check_name(problems: Problems, given: object, function_name: str) -> str:
+    """The tool's name: ``name=`` when it is a string, else the function's name."""
+    name = given if isinstance(given, str) else function_name
+    if given is not None and not isinstance(given, str):
+        problems.add(
+            ProblemKind.INVALID_NAME,
+            None,
+            f"name= must be a string, not {type(given).__name__}",
+            "pass a name such as name='search_issues'",
+        )
+    elif TOOL_NAME_PATTERN.fullmatch(name) is None:
+        source = "name=" if given is not None else "the function name"
+        problems.add(
+            ProblemKind.INVALID_NAME,
+            None,
+            f"tool name {quote(name)} ({source}) is not 1-64 letters, digits, '_' or '-'",
+            "pass a valid name, e.g. @tool(name='search_issues')",
+        )
+    return name
+
+
+def check_description(problems: Problems, given: object, doc: Doc) -> str:
+    """The tool's description: ``description=``, else the docstring's."""
+    if given is None:
+        if doc.description:
+            return doc.description
+        problems.add(
+            ProblemKind.MISSING_DESCRIPTION,
+            None,
+            "the tool has no description: no docstring and no description=",
+            "add a docstring saying what the tool does, or pass description='...'",
+        )
+    elif not isinstance(given, str) or not given.strip():
+        problems.add(
+            ProblemKind.MISSING_DESCRIPTION,
+            None,
+            "description= must be a non-blank string",
+            "say what the tool does, e.g. description='Search the issues of a repository'",
+        )
+    else:
+        return inspect.cleandoc(given)
+    return ""
+
+
+def check_requirements(
+    problems: Problems, given: object, option: str, what: str, example: str
+) -> tuple[str, ...]:
+    """The names listed by ``option=`` (``requires_secrets`` or ``requires_metadata``)."""
+    if isinstance(given, str) or not isinstance(given, Iterable):
+        problems.add(
+            ProblemKind.INVALID_REQUIREMENT,
+            None,
+            f"{option}= must be a list of names, not {type(given).__name__}",
+            f"write {option}=['{example}'] even for a single {what}",
+        )
+        return ()
+    names: list[str] = []
+    seen: dict[str, str] = {}
+    for item in given:
+        if not isinstance(item, str) or not item.strip():
+            problems.add(
+                ProblemKind.INVALID_REQUIREMENT,
+                None,
+                f"{option}= contains {quote(item)}, which is not a non-blank name",
+                f"list each {what} by its name, e.g. {option}=['{example}']",
+            )
+            continue
+        folded = item.casefold()
+        if folded in seen:
+            problems.add(
+                ProblemKind.DUPLICATE_REQUIREMENT,
+                None,
+                f"{option}= names {quote(seen[folded])} and {quote(item)}, which are "
+                "the same ignoring case",
+                f"list each {what} once",
+            )
+            continue
+        seen[folded] = item
+        names.append(item)
+    return tuple(names)
+
+
+def check_timeout(problems: Problems, given: object) -> float | None:
+    """The tool's time limit in seconds, None for no limit."""
+    if given is None:
+        return None
+    if (
+        isinstance(given, bool)
+        or not isinstance(given, int | float)
+        or not math.isfinite(given)
+        or given <= 0
+    ):
+        problems.add(
+            ProblemKind.INVALID_TIMEOUT,
+            None,
+            f"timeout= must be a positive number of seconds, not {quote(given)}",
+            "pass e.g. timeout=30, or leave it out for no time limit",
+        )
+        return None
+    return float(given)
+
+
+def check_deprecation(problems: Problems, given: object) -> str | None:
+    """The deprecation message, None when the tool is not deprecated."""
+    if given is None:
+        return None
+    if not isinstance(given, str) or not given.strip():
+        problems.add(
+            ProblemKind.INVALID_DEPRECATION,
+            None,
+            f"deprecated= must be a non-blank message, not {quote(given)}",
+            "say what to use instead, e.g. deprecated='use search_issues instead'",
+        )
+        return None
+    return given

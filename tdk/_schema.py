@@ -1,0 +1,125 @@
+"""The pydantic input model, the output ``TypeAdapter``, and their JSON Schemas as advertised.
+
+Input models forbid unknown arguments and keep submitted values out of error texts. Schemas
+are rendered without pydantic's ``title`` keys, the input schema in one fixed shape (``type``,
+``properties``, ``required``, ``additionalProperties: false``, ``$defs``). Output adapters are
+shared between tools that return the same type; their schemas never are.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Mapping
+from copy import deepcopy
+from typing import Any, Final, cast
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic.json_schema import (
+    GenerateJsonSchema,
+    JsonSchemaMode,
+    JsonSchemaValue,
+    PydanticJsonSchemaWarning,
+)
+from pydantic_core import CoreSchema
+
+#: Configuration of every input model: unknown arguments are rejected, submitted values never
+#: appear in validation error text, and any parameter name is allowed.
+INPUT_MODEL_CONFIG: Final = ConfigDict(
+    extra="forbid", hide_input_in_errors=True, protected_namespaces=()
+)
+
+
+def model_field_name(name: str, names: set[str]) -> str:
+    """``name`` if pydantic accepts it as a field name, else a free variant of it."""
+    if not name.startswith("_") and not hasattr(BaseModel, name):
+        return name
+    candidate = name.lstrip("_") or "field"
+    while candidate in names or hasattr(BaseModel, candidate):
+        candidate += "_"
+    names.add(candidate)
+    return candidate
+
+
+def create_input_model(name: str, fields: Mapping[str, Any]) -> type[BaseModel]:
+    """An input model named ``name`` with ``fields`` (field name -> annotation)."""
+    return create_model(name, __config__=INPUT_MODEL_CONFIG, **fields)
+
+
+def render_input_schema(model: type[BaseModel], descriptions: Mapping[str, str]) -> dict[str, Any]:
+    """The model's JSON Schema in the shape tools advertise (fixed key order, ``required``
+    always present, no titles, every property described)."""
+    with warnings.catch_warnings():
+        # A default that cannot be rendered in JSON is left out of the schema; say nothing.
+        warnings.simplefilter("ignore", PydanticJsonSchemaWarning)
+        raw = model.model_json_schema(schema_generator=_SchemaGenerator)
+    properties = raw.get("properties", {})
+    for name, description in descriptions.items():
+        # pydantic leaves a description out when it equals the referenced type's docstring.
+        properties[name].setdefault("description", description)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": raw.get("required", []),
+        "additionalProperties": False,
+    }
+    if "$defs" in raw:
+        schema["$defs"] = raw["$defs"]
+    return schema
+
+
+def _build_output_adapter(annotation: Any) -> tuple[TypeAdapter[Any], dict[str, Any]]:
+    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    return adapter, adapter.json_schema(mode="serialization", schema_generator=_SchemaGenerator)
+
+
+_cached_output_adapter = functools.lru_cache(maxsize=512)(_build_output_adapter)
+
+
+def output_adapter(annotation: Any) -> tuple[TypeAdapter[Any], dict[str, Any]]:
+    """The adapter and JSON Schema of a return type, shared between tools returning the same
+    (hashable) type; the schema is copied so that definitions never share a dict."""
+    try:
+        hash(annotation)
+    except TypeError:  # e.g. Annotated[int, {"unit": "ms"}]
+        adapter, schema = _build_output_adapter(annotation)
+    else:
+        adapter, schema = _cached_output_adapter(annotation)
+    return adapter, deepcopy(schema)
+
+
+# Keywords whose values are data, not schemas: never strip 'title' inside them.
+_DATA_KEYWORDS: Final = frozenset({"default", "enum", "const", "examples", "required"})
+# Keywords whose values map names to schemas.
+_SCHEMA_MAPS: Final = frozenset(
+    {"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"}
+)
+
+
+class _SchemaGenerator(GenerateJsonSchema):
+    """pydantic's generator without ``title`` keys (pydantic sets one on every model, field
+    and enum; for a model reading the schema they are noise)."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
+        return cast(JsonSchemaValue, _without_titles(super().generate(schema, mode)))
+
+
+def _without_titles(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_without_titles(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _DATA_KEYWORDS:
+            result[key] = value
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            result[key] = {name: _without_titles(item) for name, item in value.items()}
+        else:
+            result[key] = _without_titles(value)
+    return result
