@@ -25,6 +25,7 @@ from tdk._docstrings import parse_docstring
 from tdk._options import (
     check_deprecation,
     check_description,
+    check_inline,
     check_name,
     check_requirements,
     check_timeout,
@@ -123,6 +124,8 @@ class ToolSpec:
     """Name of the parameter that receives the :class:`~tdk.ToolContext`, if any."""
     is_async: bool
     """True for ``async def`` tools (awaited), False for plain ones."""
+    inline: bool
+    """True for sync tools that run on the event loop itself (``@tool(inline=True)``)."""
     requirements: ToolRequirements
     """Secrets and metadata that must be in the context before the body runs."""
     timeout: float | None
@@ -161,6 +164,7 @@ class ToolOptions(NamedTuple):
     requires_metadata: object = ()
     timeout: object = None
     deprecated: object = None
+    inline: object = False
 
 
 def define_tool(
@@ -183,6 +187,8 @@ def define_tool(
     )
     timeout = check_timeout(problems, options.timeout)
     deprecation = check_deprecation(problems, options.deprecated)
+    is_async = inspect.iscoroutinefunction(fn)
+    inline = check_inline(problems, options.inline, is_async, options.timeout)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         problems.add(
             ProblemKind.GENERATOR_FUNCTION,
@@ -221,7 +227,8 @@ def define_tool(
         input_model=model,
         output_adapter=adapter,
         context_parameter=inputs.context_parameter,
-        is_async=inspect.iscoroutinefunction(fn),
+        is_async=is_async,
+        inline=inline,
         requirements=requirements,
         timeout=timeout,
         renames=_renames(inputs.advertised),

@@ -82,10 +82,13 @@ async def execute(
         if spec.requirements.secrets or spec.requirements.metadata:
             _check_requirements(spec, context)
         kwargs = spec.arguments(_validate_arguments(spec.input_model, arguments), context)
-        limit = spec.timeout if timeout is DEFAULT else timeout
         attempts = 1
-        awaitable = fn(**kwargs) if spec.is_async else _in_thread(fn, kwargs)
-        value = await (awaitable if limit is None else _await_with_limit(awaitable, limit))
+        if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
+            value = fn(**kwargs)
+        else:
+            limit = spec.timeout if timeout is DEFAULT else timeout
+            awaitable = fn(**kwargs) if spec.is_async else _in_thread(fn, kwargs)
+            value = await (awaitable if limit is None else _await_with_limit(awaitable, limit))
         output = _serialise_output(spec, value)
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()

@@ -135,3 +135,25 @@ def check_deprecation(problems: Problems, given: object) -> str | None:
         )
         return None
     return given
+
+
+def check_inline(problems: Problems, given: object, is_async: bool, timeout: object) -> bool:
+    """Whether a sync tool runs on the event loop itself instead of in a worker thread."""
+    if given is False:
+        return False
+    if given is not True:
+        problem = f"inline= must be True or False, not {quote(given)}"
+        hint = "pass inline=True for a trivial sync tool, or leave it out"
+    elif is_async:
+        problem = "inline=True applies to sync tools only; an async tool already runs on the loop"
+        hint = "remove inline=True"
+    elif timeout is not None:
+        problem = (
+            "inline=True and timeout= cannot be combined: an inline call blocks the event loop, "
+            "so no time limit can interrupt it"
+        )
+        hint = "drop inline=True to run the tool in a worker thread, or drop timeout="
+    else:
+        return True
+    problems.add(ProblemKind.INVALID_INLINE, None, problem, hint)
+    return False

@@ -47,6 +47,7 @@ class ProblemKind(enum.StrEnum):
     DUPLICATE_REQUIREMENT = "duplicate_requirement"
     INVALID_TIMEOUT = "invalid_timeout"
     INVALID_DEPRECATION = "invalid_deprecation"
+    INVALID_INLINE = "invalid_inline"
 
     MISSING_ANNOTATION = "missing_annotation"
     UNRESOLVED_ANNOTATION = "unresolved_annotation"
@@ -87,6 +88,7 @@ _DEFINITION_KINDS: Final = frozenset(
         _P.DUPLICATE_REQUIREMENT,
         _P.INVALID_TIMEOUT,
         _P.INVALID_DEPRECATION,
+        _P.INVALID_INLINE,
     }
 )
 _OUTPUT_KINDS: Final = frozenset(

@@ -171,6 +171,7 @@ def tool(
     requires_metadata: Iterable[str] = (),
     timeout: float | None = None,
     deprecated: str | None = None,
+    inline: bool = False,
 ) -> Callable[[Callable[_P, _R]], Tool[_P, _R]]: ...
 
 
@@ -184,6 +185,7 @@ def tool(
     requires_metadata: Iterable[str] = (),
     timeout: float | None = None,
     deprecated: str | None = None,
+    inline: bool = False,
 ) -> Tool[_P, _R] | Callable[[Callable[_P, _R]], Tool[_P, _R]]:
     """Turn a function into a :class:`Tool`, checking its definition now.
 
@@ -195,7 +197,9 @@ def tool(
     - ``requires_secrets`` / ``requires_metadata``: names that must be in the
       :class:`~tdk.ToolContext` before the tool runs;
     - ``timeout``: the tool's own time limit in seconds;
-    - ``deprecated``: a message saying what to use instead.
+    - ``deprecated``: a message saying what to use instead;
+    - ``inline``: run a sync tool on the event loop itself, without the thread hop (only for
+      trivial tools that never block: nothing can interrupt them, so ``timeout`` is refused).
 
     Raises :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing
     every problem of the definition; see ``docs/definitions.md``.
@@ -209,6 +213,7 @@ def tool(
         requires_metadata=requires_metadata,
         timeout=timeout,
         deprecated=deprecated,
+        inline=inline,
     )
     if fn is None:
 

@@ -851,3 +851,37 @@ def test_direct_call_keeps_an_existing_tool_name() -> None:
     with pytest.raises(RetryableToolError) as caught:
         delegating()
     assert caught.value.tool_name == "inner"
+
+
+def test_inline_sync_tool_runs_on_the_loop_thread() -> None:
+    """@tool(inline=True) skips the thread hop: the body runs on the event loop's thread."""
+
+    @tool(inline=True)
+    def where(label: Annotated[str, "A label."]) -> list[object]:
+        """Report the thread it runs on."""
+        return [label, threading.get_ident()]
+
+    @tool
+    def where_threaded() -> int:
+        """Report the thread it runs on."""
+        return threading.get_ident()
+
+    async def scenario() -> tuple[ToolResult, ToolResult, int]:
+        return await where.run({"label": "x"}), await where_threaded.run(), threading.get_ident()
+
+    inline, threaded, loop_thread = asyncio.run(scenario())
+    assert inline.value == ["x", loop_thread]
+    assert threaded.value != loop_thread
+
+
+def test_inline_sync_tool_failures_map_as_usual() -> None:
+    """An inline tool's exception becomes the same result as a threaded one's."""
+
+    @tool(inline=True)
+    def broken() -> int:
+        """Fail."""
+        raise KeyError("x")
+
+    result = run(broken, {})
+    assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert result.attempts == 1

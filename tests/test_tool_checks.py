@@ -228,6 +228,55 @@ CHECKS = [
     ),
     pytest.param(
         '''
+        @tool(inline="yes")
+        def search() -> str:
+            """Search the issues."""
+            return ""
+        ''',
+        ToolDefinitionError,
+        [("invalid_inline", None)],
+        (
+            "[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError in definition of tool "
+            "'search': 1 problem: inline= must be True or False, not 'yes' (pass inline=True "
+            "for a trivial sync tool, or leave it out)"
+        ),
+        id="inline_not_a_bool",
+    ),
+    pytest.param(
+        '''
+        @tool(inline=True)
+        async def search() -> str:
+            """Search the issues."""
+            return ""
+        ''',
+        ToolDefinitionError,
+        [("invalid_inline", None)],
+        (
+            "[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError in definition of tool "
+            "'search': 1 problem: inline=True applies to sync tools only; an async tool "
+            "already runs on the loop (remove inline=True)"
+        ),
+        id="inline_async",
+    ),
+    pytest.param(
+        '''
+        @tool(inline=True, timeout=5)
+        def search() -> str:
+            """Search the issues."""
+            return ""
+        ''',
+        ToolDefinitionError,
+        [("invalid_inline", None)],
+        (
+            "[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError in definition of tool "
+            "'search': 1 problem: inline=True and timeout= cannot be combined: an inline call "
+            "blocks the event loop, so no time limit can interrupt it (drop inline=True to run "
+            "the tool in a worker thread, or drop timeout=)"
+        ),
+        id="inline_with_timeout",
+    ),
+    pytest.param(
+        '''
         @tool(timeout="30")
         def search() -> str:
             """Search the issues."""
