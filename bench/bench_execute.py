@@ -46,6 +46,16 @@ def search_sync(
     return [query] * limit
 
 
+@tool(inline=True)
+def search_inline(
+    query: Annotated[str, "What to search for."],
+    limit: Annotated[int, "How many results."],
+    exact: Annotated[bool, "Match exactly."] = False,
+) -> list[str]:
+    """Search (sync, inline)."""
+    return [query] * limit
+
+
 @tool
 async def failing(
     query: Annotated[str, "What to search for."],
@@ -75,6 +85,12 @@ async def floor_sync() -> None:
     model = Arguments.model_validate(ARGS)
     loop = asyncio.get_running_loop()
     value = await loop.run_in_executor(None, functools.partial(search_sync.fn, **model.__dict__))
+    OUTPUT.dump_python(OUTPUT.validate_python(value), mode="json")
+
+
+async def floor_inline() -> None:
+    model = Arguments.model_validate(ARGS)
+    value = search_inline.fn(**model.__dict__)
     OUTPUT.dump_python(OUTPUT.validate_python(value), mode="json")
 
 
@@ -120,6 +136,7 @@ async def main(calls: int) -> None:
     rows = [
         ("success, async tool", floor_async, lambda: search.run(ARGS), 1.5),
         ("success, sync tool (thread hop)", floor_sync, lambda: search_sync.run(ARGS), 1.1),
+        ("success, sync tool inline", floor_inline, lambda: search_inline.run(ARGS), 1.5),
         ("error path (tool raises)", floor_error, lambda: failing.run(ARGS), 3.0),
         ("invalid arguments", floor_invalid, lambda: search.run(BAD_ARGS), 3.0),
     ]
