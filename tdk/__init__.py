@@ -3,6 +3,9 @@
 Public names are re-exported here; each lives in one module (``tdk.errors`` for the error tree).
 """
 
+import importlib
+from typing import TYPE_CHECKING
+
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
 from tdk._result import ToolResult
@@ -41,16 +44,45 @@ from tdk.errors import (
     UpstreamValidationError,
 )
 
+if TYPE_CHECKING:
+    from tdk.runner import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy, ToolCall, ToolRunner
+
+#: Names imported on first use: the runner is not needed to define or run a tool, and
+#: importing it eagerly would cost every ``import tdk``.
+_LAZY: dict[str, str] = dict.fromkeys(
+    ("Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy", "ToolCall", "ToolRunner"),
+    "tdk.runner",
+)
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tdk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = [
+    "Bulkhead",
+    "CircuitBreaker",
     "ContextRequiredToolError",
     "ErrorCategory",
     "ErrorInfo",
     "ErrorKind",
     "FatalToolError",
     "NetworkTransportError",
+    "RateLimit",
+    "RetryPolicy",
     "RetryableToolError",
     "Tool",
     "ToolBulkheadFullError",
+    "ToolCall",
     "ToolCancelledError",
     "ToolCircuitOpenError",
     "ToolContext",
@@ -65,6 +97,7 @@ __all__ = [
     "ToolRateLimitedError",
     "ToolRequirementError",
     "ToolResult",
+    "ToolRunner",
     "ToolRuntimeError",
     "ToolTimeoutError",
     "Toolkit",

@@ -9,15 +9,23 @@ import pytest
 import tdk
 import tdk.errors
 
-PUBLIC_MODULES = ["tdk", "tdk.errors"]
+
+def _isort_key(name: str) -> tuple[int, str]:
+    if name.isupper():
+        return 0, name
+    return (1 if name[0].isupper() else 2), name
+
+
+PUBLIC_MODULES = ["tdk", "tdk.errors", "tdk.http", "tdk.runner"]
 
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)
 def test_all_is_sorted_and_resolvable(module_name: str) -> None:
-    """__all__ is sorted, free of duplicates, and every name in it exists."""
+    """__all__ is sorted (constants, then classes, then functions, each alphabetically, as
+    ruff's RUF022 keeps it), free of duplicates, and every name in it exists."""
     module = importlib.import_module(module_name)
     names = list(module.__all__)
-    assert names == sorted(names)
+    assert names == sorted(names, key=_isort_key)
     assert len(names) == len(set(names))
     for name in names:
         assert hasattr(module, name), name
@@ -40,3 +48,25 @@ def test_version_is_a_string() -> None:
     """tdk.__version__ is the package version."""
     assert isinstance(tdk.__version__, str)
     assert tdk.__version__[0].isdigit()
+
+
+def test_runner_names_load_on_first_use() -> None:
+    """The runner's names come from tdk.runner, imported when first asked for."""
+    import tdk.runner
+
+    for name in (
+        "Bulkhead",
+        "CircuitBreaker",
+        "RateLimit",
+        "RetryPolicy",
+        "ToolCall",
+        "ToolRunner",
+    ):
+        assert getattr(tdk, name) is getattr(tdk.runner, name)
+        assert name in dir(tdk)
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    """A name tdk does not have raises AttributeError, as for any module."""
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        tdk.missing  # noqa: B018

@@ -1,0 +1,178 @@
+"""The circuit breaker: per-tool state and the two changes that drive it.
+
+:func:`acquire` asks whether an attempt may run; :func:`record` reports how it ended. Both are
+state changes for :meth:`StateStore.update <tdk.runner.StateStore.update>`.
+
+The circuit counts consecutive failed attempts of the categories server_error, timeout and
+connection. A success resets the count; other failures (bad arguments, a 404) say nothing
+about the upstream's health and neither count nor reset. Every transition starts a new
+*generation*: an attempt admitted in an earlier one (a slow call that began before the circuit
+opened) reports into the void, so only the probes of a half-open circuit decide its fate.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from tdk._result import ToolResult
+from tdk.errors import ErrorCategory
+from tdk.runner._policies import CircuitBreaker
+
+__all__ = [
+    "Circuit",
+    "CircuitState",
+    "Outcome",
+    "Transition",
+    "Verdict",
+    "acquire",
+    "outcome_of",
+    "record",
+]
+
+#: Failures that count against a circuit: the upstream is unwell or unreachable.
+COUNTED_CATEGORIES: Final = frozenset(
+    {ErrorCategory.SERVER_ERROR, ErrorCategory.TIMEOUT, ErrorCategory.CONNECTION}
+)
+
+
+class CircuitState(enum.StrEnum):
+    """The state of a tool's circuit breaker.
+
+    .. versionadded:: 0.1.0
+    """
+
+    CLOSED = "closed"
+    """Calls run; counted failures accumulate."""
+    OPEN = "open"
+    """Calls fail at once until the reset timeout has passed."""
+    HALF_OPEN = "half_open"
+    """A few probe calls run; the first to end decides."""
+
+
+class Outcome(enum.Enum):
+    """How an attempt ended, as far as the circuit cares."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    """A failure of a counted category."""
+    NEUTRAL = "neutral"
+    """Any other failure, a cancellation, or an attempt that did not run after all."""
+
+
+# Enum members are slow to look up on their class (a descriptor call each on Python 3.11);
+# the changes below run on every call, so they use these module constants.
+_CLOSED: Final = CircuitState.CLOSED
+_OPEN: Final = CircuitState.OPEN
+_HALF_OPEN: Final = CircuitState.HALF_OPEN
+SUCCESS: Final = Outcome.SUCCESS
+FAILURE: Final = Outcome.FAILURE
+NEUTRAL: Final = Outcome.NEUTRAL
+
+
+def outcome_of(result: ToolResult | None) -> Outcome:
+    """The outcome of an attempt that returned ``result`` (None: it did not run)."""
+    if result is None:
+        return NEUTRAL
+    error = result.error
+    if error is None:
+        return SUCCESS
+    return FAILURE if error.category in COUNTED_CATEGORIES else NEUTRAL
+
+
+@dataclass(slots=True)
+class Circuit:
+    """The stored state of one tool's circuit."""
+
+    state: CircuitState = CircuitState.CLOSED
+    failures: int = 0
+    """Consecutive counted failures."""
+    opened_at: float = 0.0
+    """Clock reading when the circuit last opened."""
+    probes: int = 0
+    """Probes running in the current half-open generation."""
+    generation: int = 0
+    """Bumped by every transition."""
+
+
+Verdict: TypeAlias = tuple[int | None, CircuitState, CircuitState, int, float | None]
+"""The answer of :func:`acquire`: ``(ticket, before, after, failures, retry_after)``.
+
+``ticket`` is the generation an admitted attempt hands back to :func:`record` (None for a
+refusal); ``before``/``after`` are the states around the change; ``failures`` the consecutive
+failure count; ``retry_after`` the seconds until an open circuit half-opens (None otherwise).
+Plain tuples: these are built twice per call on the runner's hot path.
+"""
+
+Transition: TypeAlias = tuple[CircuitState, CircuitState, int]
+"""The answer of :func:`record`: ``(before, after, failures)``."""
+
+
+def acquire(
+    circuit: Circuit | None, policy: CircuitBreaker, clock: Callable[[], float]
+) -> tuple[Circuit, Verdict]:
+    """Admit an attempt (a probe, when half-open) or refuse it. ``clock`` is read only when
+    the answer depends on the time (an open circuit)."""
+    if circuit is None:
+        circuit = Circuit()
+    before = circuit.state
+    if before is _OPEN:
+        reopens = circuit.opened_at + policy.reset_timeout
+        now = clock()
+        if now < reopens:
+            return circuit, (None, before, before, circuit.failures, reopens - now)
+        circuit.state = _HALF_OPEN
+        circuit.generation += 1
+        circuit.probes = 0
+    if circuit.state is _HALF_OPEN:
+        if circuit.probes >= policy.half_open_max_calls:
+            return circuit, (None, before, circuit.state, circuit.failures, None)
+        circuit.probes += 1
+    return circuit, (circuit.generation, before, circuit.state, circuit.failures, None)
+
+
+def record(
+    circuit: Circuit | None,
+    policy: CircuitBreaker,
+    clock: Callable[[], float],
+    generation: int,
+    outcome: Outcome,
+) -> tuple[Circuit, Transition]:
+    """Report how an attempt admitted in ``generation`` ended. ``clock`` is read only when
+    the circuit opens."""
+    if circuit is None:  # the store lost the state: start afresh
+        circuit = Circuit()
+    before = circuit.state
+    if generation != circuit.generation or before is _OPEN:
+        return circuit, (before, before, circuit.failures)  # from an earlier generation
+    if before is _HALF_OPEN:
+        if outcome is NEUTRAL:
+            circuit.probes -= 1  # the probe says nothing: let another one through
+        elif outcome is SUCCESS:
+            _close(circuit)
+        else:
+            circuit.failures += 1
+            _open(circuit, clock())
+    elif outcome is SUCCESS:
+        circuit.failures = 0
+    elif outcome is FAILURE:
+        circuit.failures += 1
+        if circuit.failures >= policy.failure_threshold:
+            _open(circuit, clock())
+    return circuit, (before, circuit.state, circuit.failures)
+
+
+def _open(circuit: Circuit, now: float) -> None:
+    circuit.state = _OPEN
+    circuit.opened_at = now
+    circuit.probes = 0
+    circuit.generation += 1
+
+
+def _close(circuit: Circuit) -> None:
+    circuit.state = _CLOSED
+    circuit.failures = 0
+    circuit.probes = 0
+    circuit.generation += 1

@@ -1,0 +1,43 @@
+"""The rate limiter: a sliding window log of recent attempts, one per tool.
+
+A window log admits at most ``calls`` attempts in ANY interval of ``period`` seconds (a token
+bucket would allow a burst of twice that across a refill), and it knows exactly when it will
+admit the next one: when the oldest attempt that keeps the window full leaves it. Its state is
+at most ``calls`` timestamps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from tdk.runner._policies import RateLimit
+
+__all__ = ["admit", "wait_ms"]
+
+
+def admit(log: deque[float] | None, limit: RateLimit, now: float) -> tuple[deque[float], float]:
+    """A state change for :meth:`StateStore.update <tdk.runner.StateStore.update>`: admit an
+    attempt at ``now`` (answer 0.0) or answer the seconds until one would be admitted.
+
+    An attempt at ``t`` leaves the window at ``t + period`` exactly. When the limit was
+    lowered since the log was written, the wait is until enough attempts have left.
+    """
+    if log is None:
+        log = deque()
+    horizon = now - limit.period
+    while log and log[0] <= horizon:
+        log.popleft()
+    if len(log) < limit.calls:
+        log.append(now)
+        return log, 0.0
+    return log, log[len(log) - limit.calls] + limit.period - now
+
+
+def wait_ms(seconds: float) -> int:
+    """Seconds as whole milliseconds, rounded up (at least 1 for any positive wait).
+
+    Rounded to the nanosecond first, so that float noise (``0.75 * 1000 == 750.0000000001``)
+    does not add a millisecond.
+    """
+    return max(1, math.ceil(round(seconds * 1000, 6))) if seconds > 0 else 0

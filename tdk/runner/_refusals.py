@@ -1,0 +1,123 @@
+"""The runner's own refusals, as the errors every result carries, and its log records."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from tdk.errors import (
+    ErrorInfo,
+    ToolBulkheadFullError,
+    ToolCircuitOpenError,
+    ToolRateLimitedError,
+    ToolTimeoutError,
+)
+from tdk.runner._breaker import CircuitState
+from tdk.runner._limiter import wait_ms
+from tdk.runner._policies import CircuitBreaker, RateLimit
+
+__all__ = [
+    "bulkhead_full",
+    "circuit_open",
+    "deadline_passed",
+    "log_decision",
+    "log_transition",
+    "rate_limited",
+]
+
+logger: Final = logging.getLogger("tdk.runner")
+"""One INFO record per retry decision and per circuit transition."""
+
+#: Reasons of a decision to retry; any other reason is why a retry did not happen.
+RETRYING: Final = frozenset({"backoff", "retry_after"})
+
+
+def circuit_open(
+    name: str, policy: CircuitBreaker, failures: int, state: CircuitState, wait: float | None
+) -> ToolCircuitOpenError:
+    """The circuit refused a call; ``wait`` is None while a half-open circuit's probes run."""
+    retry_after_ms = None if wait is None else wait_ms(wait)
+    when = "while probe calls run" if retry_after_ms is None else f"for {retry_after_ms} ms"
+    return ToolCircuitOpenError(
+        f"The tool '{name}' is failing repeatedly; calls to it are paused {when}.",
+        failure_count=failures,
+        reset_timeout=policy.reset_timeout,
+        retry_after_ms=retry_after_ms,
+        details={"attempts": 0, "state": state.value},
+    )
+
+
+def rate_limited(name: str, limit: RateLimit, wait: float) -> ToolRateLimitedError:
+    """The limiter refused a call that it would admit in ``wait`` seconds."""
+    retry_after_ms = wait_ms(wait)
+    return ToolRateLimitedError(
+        f"The tool '{name}' is limited to {limit.calls} calls per {limit.period:g} s; "
+        f"try again in {retry_after_ms} ms.",
+        limit=limit.calls,
+        period=limit.period,
+        retry_after_ms=retry_after_ms,
+        details={"attempts": 0},
+    )
+
+
+def bulkhead_full(
+    name: str, scope: str, max_concurrent: int, max_wait: float
+) -> ToolBulkheadFullError:
+    """No slot in the tool's compartment (``scope="tool"``) or the runner's (``"all"``)."""
+    which = f"of the tool '{name}'" if scope == "tool" else "of all tools together"
+    return ToolBulkheadFullError(
+        f"Too many calls {which} are running ({max_concurrent} at most); "
+        f"none finished within {max_wait:g} s.",
+        max_concurrent=max_concurrent,
+        max_wait=max_wait,
+        details={"attempts": 0, "scope": scope},
+    )
+
+
+def deadline_passed(name: str, deadline: float) -> ToolTimeoutError:
+    """The call's deadline passed before its first attempt could start."""
+    return ToolTimeoutError(
+        f"The call's deadline of {deadline:g} s passed before the tool '{name}' could run.",
+        timeout=deadline,
+        details={"attempts": 0, "deadline": deadline},
+    )
+
+
+def log_decision(
+    name: str, attempt: int, error: ErrorInfo, reason: str, wait: float | None
+) -> None:
+    """One INFO record for a retry decision after attempt number ``attempt`` failed: a retry
+    after ``wait`` seconds (``reason`` is ``backoff`` or ``retry_after``, whichever was
+    longer), or none (``reason`` says why: ``max_attempts``, ``deadline``, ``circuit_open``,
+    ``rate_limited``). The record's ``tdk_retry`` attribute holds the same as a dict."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    retrying = reason in RETRYING
+    if retrying:
+        text = "tool %s: attempt %d failed with %s; retrying in %.3f s (%s)"
+        args: tuple[object, ...] = (name, attempt, error.kind.value, wait, reason)
+    else:
+        text = "tool %s: attempt %d failed with %s; not retrying (%s)"
+        args = (name, attempt, error.kind.value, reason)
+    facts = {
+        "tool": name,
+        "attempt": attempt,
+        "kind": error.kind.value,
+        "retrying": retrying,
+        "wait": wait,
+        "reason": reason,
+    }
+    logger.info(text, *args, extra={"tdk_retry": facts})
+
+
+def log_transition(name: str, before: CircuitState, after: CircuitState, failures: int) -> None:
+    """One INFO record for a circuit that changed state; ``tdk_circuit`` holds the facts."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    facts = {"tool": name, "from": before.value, "to": after.value, "failure_count": failures}
+    text = "circuit of tool %s: %s -> %s"
+    args: tuple[object, ...] = (name, before.value, after.value)
+    if after is CircuitState.OPEN:
+        text += " (after %d consecutive failures)"
+        args += (failures,)
+    logger.info(text, *args, extra={"tdk_circuit": facts})

@@ -1,0 +1,611 @@
+"""``ToolRunner``: run tool calls under retry, rate-limit, circuit-breaker and bulkhead policies.
+
+One call goes: look the tool up -> ask the circuit -> take the bulkhead slots (the tool's,
+then the runner's) -> for each attempt: deadline -> rate limiter -> ``tool.run()`` -> report to
+the circuit -> retry (asking the circuit again) or return. A refusal hands back what earlier
+guards granted. Every refusal is a ``ToolResult`` built by the same ``failed()`` as any other
+failure, so it is classified, redacted and logged once like the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict
+
+from tdk._context import ToolContext
+from tdk._execute import DEFAULT, Arguments, _Default, failed
+from tdk._result import ToolResult
+from tdk._tool import Tool
+from tdk._toolkit import Toolkit
+from tdk.errors import ErrorInfo, ErrorKind, ToolError, ToolNotFoundError
+from tdk.runner._breaker import (
+    NEUTRAL,
+    Circuit,
+    CircuitState,
+    Verdict,
+    acquire,
+    outcome_of,
+    record,
+)
+from tdk.runner._bulkhead import Compartment, take_slots
+from tdk.runner._config import UNSET, Layers, Policies, Unset, check_policies
+from tdk.runner._limiter import admit, wait_ms
+from tdk.runner._policies import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy
+from tdk.runner._refusals import (
+    bulkhead_full,
+    circuit_open,
+    deadline_passed,
+    log_decision,
+    log_transition,
+    rate_limited,
+)
+from tdk.runner._stats import Counters, RunnerStats
+from tdk.runner._store import InMemoryStore, StateStore
+
+__all__ = ["ToolCall", "ToolRunner"]
+
+#: Retryable kinds the runner still never repeats: the model retries TOOL_RUNTIME_RETRY with
+#: new arguments, and repeating a refusal of the runner's own policies cannot help.
+_NEVER_REPEATED: Final = frozenset(
+    {
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        ErrorKind.TOOL_RUNTIME_RATE_LIMITED,
+        ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN,
+        ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL,
+    }
+)
+
+_OPEN: Final = CircuitState.OPEN
+_CLOSED: Final = CircuitState.CLOSED
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[object]]
+
+
+class ToolCall(BaseModel):
+    """One call for :meth:`ToolRunner.run_many`: a tool name, its arguments (a mapping or a
+    JSON object as text) and the caller's id for the call.
+
+    .. versionadded:: 0.1.0
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    """The tool to call (compared ignoring case)."""
+    arguments: dict[str, Any] | str | None = None
+    """The arguments, as the model sent them."""
+    call_id: str | None = None
+    """Echoed back in the result's ``call_id``."""
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What the runner needs on every call of one tool, resolved once per configuration."""
+
+    tool: Tool[..., Any]
+    name: str
+    policies: Policies
+    compartment: Compartment | None
+    attempt_timeout: float | _Default
+    """The ``timeout=`` of each attempt without a deadline."""
+    own_timeout: float | None
+    """The per-attempt limit that a deadline may shorten."""
+    limiter_key: str
+    breaker_key: str
+    circuit: Circuit | None
+    """With the in-process store: the live circuit state, changed in place."""
+    log: deque[float] | None
+    """With the in-process store: the live limiter log, changed in place."""
+
+
+class ToolRunner:
+    """Runs a toolkit's tools with retries, rate limits, circuit breakers and bulkheads.
+
+    Every policy is off unless given; each applies to every tool unless :meth:`configure`
+    changes it for some. Durations are seconds.
+
+    - ``timeout``: limit of each attempt (None: the tool's own ``@tool(timeout=...)``).
+    - ``deadline``: limit of the whole call: queueing, attempts and waits between retries.
+    - ``retry``: a :class:`RetryPolicy`; ``rate_limit``: a :class:`RateLimit` per tool;
+      ``circuit_breaker``: a :class:`CircuitBreaker` per tool; ``bulkhead``: a
+      :class:`Bulkhead` per tool.
+    - ``max_concurrency``: calls running at once across all tools. A call waits for a slot as
+      long as its tool's bulkhead lets it wait (without a bulkhead: not at all).
+    - ``store``: where limiter and circuit state lives (default: a new :class:`InMemoryStore`).
+    - ``clock`` (monotonic seconds) and ``sleep`` (an async sleep): what the policies read the
+      time with, and wait with between retries. Tests pass fakes; runners sharing a store
+      between processes need a clock they share, such as ``time.time``.
+
+    :meth:`run` and :meth:`run_many` never raise for a failed call: refusals and failures are
+    results. Cancelling them cancels the attempt or wait in progress; nothing runs on.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        toolkit: Toolkit,
+        *,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
+        rate_limit: RateLimit | None = None,
+        circuit_breaker: CircuitBreaker | None = None,
+        bulkhead: Bulkhead | None = None,
+        max_concurrency: int | None = None,
+        store: StateStore | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if not isinstance(toolkit, Toolkit):
+            raise TypeError(f"ToolRunner takes a Toolkit, not {type(toolkit).__name__}")
+        base = check_policies(
+            {
+                "timeout": timeout,
+                "deadline": deadline,
+                "retry": retry,
+                "rate_limit": rate_limit,
+                "circuit_breaker": circuit_breaker,
+                "bulkhead": bulkhead,
+            }
+        )
+        if max_concurrency is not None:
+            if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+                raise ValueError(f"max_concurrency must be an int or None, got {max_concurrency!r}")
+            if max_concurrency < 1:
+                raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
+        if store is None:
+            store = InMemoryStore()
+        elif not isinstance(store, StateStore):
+            raise TypeError(f"store must have the StateStore method update(), got {store!r}")
+        self.toolkit: Final = toolkit
+        """The tools this runner runs."""
+        self.max_concurrency: Final = max_concurrency
+        """Calls running at once across all tools, or None."""
+        self._layers = Layers(Policies(**base))
+        self._store = store
+        # With the in-process store, plans hold the live state objects and apply the changes
+        # to them directly: no await, no round trip, the same rules.
+        self._local = store if isinstance(store, InMemoryStore) else None
+        self._clock = clock
+        self._sleep = sleep
+        self._all = Compartment(max_concurrency) if max_concurrency is not None else None
+        self._plans: dict[str, _Plan] = {}
+        self._compartments: dict[tuple[str, Bulkhead], Compartment] = {}
+        self._counters = Counters()
+        self._live_circuits: dict[str, Circuit] = {}
+
+    def configure(
+        self,
+        pattern: str,
+        *,
+        timeout: float | Unset | None = UNSET,
+        deadline: float | Unset | None = UNSET,
+        retry: RetryPolicy | Unset | None = UNSET,
+        rate_limit: RateLimit | Unset | None = UNSET,
+        circuit_breaker: CircuitBreaker | Unset | None = UNSET,
+        bulkhead: Bulkhead | Unset | None = UNSET,
+    ) -> None:
+        """Change policies for the tools whose names match ``pattern``: a name or a glob
+        such as ``"search_*"``, compared ignoring case.
+
+        An argument passed as None turns that policy off for those tools; arguments not
+        passed are inherited. Where several ``configure`` calls match a tool, later ones win.
+        Calls already running keep the policies they started with.
+        """
+        changes = check_policies(
+            {
+                "timeout": timeout,
+                "deadline": deadline,
+                "retry": retry,
+                "rate_limit": rate_limit,
+                "circuit_breaker": circuit_breaker,
+                "bulkhead": bulkhead,
+            }
+        )
+        self._layers.add(pattern, changes)
+        self._plans.clear()
+
+    def policies(self, name: str) -> Policies:
+        """The policies that apply to the tool called ``name`` (whether or not it exists)."""
+        return self._layers.resolve(name)
+
+    def stats(self) -> RunnerStats:
+        """The runner's counters: calls, attempts, retries, refusals per kind, and the state
+        of each tool's circuit as this runner last saw it."""
+        live = {name: circuit.state for name, circuit in self._live_circuits.items()}
+        return self._counters.snapshot(live)
+
+    async def run_many(
+        self,
+        calls: Iterable[ToolCall | tuple[str, Arguments]],
+        *,
+        context: ToolContext | None = None,
+    ) -> list[ToolResult]:
+        """Run calls concurrently and return their results in the order given.
+
+        Each call is a :class:`ToolCall` or a ``(name, arguments)`` pair; ``context`` goes to
+        every call. One call's failure never affects the others. Cancelling ``run_many()``
+        cancels every call still running and returns once all have stopped.
+        """
+        batch = [_unpack(call) for call in calls]
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(self.run(name, arguments, context=context, call_id=call_id))
+                for name, arguments, call_id in batch
+            ]
+        return [task.result() for task in tasks]
+
+    async def run(  # noqa: PLR0915  (one coroutine: a helper would cost one per call)
+        self,
+        name: str,
+        arguments: Arguments = None,
+        *,
+        context: ToolContext | None = None,
+        call_id: str | None = None,
+    ) -> ToolResult:
+        """Run one call of the tool called ``name`` (ignoring case) under its policies.
+
+        Returns the tool's result; or its last failure, when no retry was allowed or possible
+        (``error.details`` say why); or the runner's refusal (``TOOL_RUNTIME_RATE_LIMITED``,
+        ``TOOL_RUNTIME_CIRCUIT_OPEN``, ``TOOL_RUNTIME_BULKHEAD_FULL``; ``TOOL_NOT_FOUND`` for
+        an unknown name) with ``attempts == 0``. ``result.attempts`` and, on failure,
+        ``error.details["attempts"]`` count invocations of the tool body. Never raises for a
+        failed call; cancellation propagates.
+        """
+        started = perf_counter()
+        counters = self._counters
+        counters.calls += 1
+        plan = self._plans.get(name) or self._plans.get(name.lower())
+        if plan is None:
+            try:
+                plan = self._plan(name)
+            except ToolNotFoundError as exc:
+                exc.details["attempts"] = 0
+                return _refused(name, exc, context, call_id, started)
+        policies = plan.policies
+        deadline_at = None if policies.deadline is None else self._clock() + policies.deadline
+        breaker = policies.circuit_breaker
+        limiter = policies.rate_limit
+        circuit = plan.circuit
+        ticket = None
+        if breaker is not None:
+            if circuit is not None and circuit.state is _CLOSED:
+                ticket = circuit.generation  # what acquire() answers, without a change
+            else:
+                if circuit is not None:
+                    verdict = acquire(circuit, breaker, self._clock)[1]
+                else:
+                    verdict = await self._store.update(
+                        plan.breaker_key, acquire, breaker, self._clock
+                    )
+                    counters.circuits[plan.name] = verdict[2]
+                ticket = verdict[0]
+                if ticket is None or verdict[1] is not verdict[2]:
+                    self._saw_verdict(plan, verdict)
+                    if ticket is None:
+                        refused = circuit_open(
+                            plan.name, breaker, verdict[3], verdict[2], verdict[4]
+                        )
+                        return _refused(plan.name, refused, context, call_id, started)
+        # Take the slots now if they are free: no await on the common path.
+        compartment = plan.compartment
+        everyone = self._all
+        waited = False
+        if compartment is not None and not compartment.try_enter():
+            waited = True
+        elif everyone is not None and not everyone.try_enter():
+            if compartment is not None:
+                compartment.leave()
+            waited = True
+        if waited:
+            refusal = await self._queue(plan, deadline_at, ticket)
+            if refusal is not None:
+                return _refused(plan.name, refusal, context, call_id, started)
+        tries = attempts = 0
+        last: ToolResult | None = None
+        try:
+            while True:
+                if last is not None and breaker is not None:
+                    verdict = await self._store.update(
+                        plan.breaker_key, acquire, breaker, self._clock
+                    )
+                    ticket = self._saw_verdict(plan, verdict)
+                    if ticket is None:
+                        return self._gave_up(
+                            plan, last, attempts, started, reason="circuit_open", wait=verdict[4]
+                        )
+                done: ToolResult | None = None
+                opened = False
+                try:
+                    limit = plan.attempt_timeout
+                    if deadline_at is not None:
+                        remaining = deadline_at - self._clock()
+                        if remaining <= 0:
+                            if last is not None:
+                                return self._gave_up(
+                                    plan, last, attempts, started, reason="deadline"
+                                )
+                            assert policies.deadline is not None
+                            late = deadline_passed(plan.name, policies.deadline)
+                            return _refused(plan.name, late, context, call_id, started)
+                        own = plan.own_timeout
+                        limit = remaining if own is None or remaining < own else own
+                    if limiter is not None:
+                        now = self._clock()
+                        log = plan.log
+                        wait = (
+                            admit(log, limiter, now)[1]
+                            if log is not None
+                            else await self._store.update(plan.limiter_key, admit, limiter, now)
+                        )
+                        if wait:
+                            counters.rejections[ErrorKind.TOOL_RUNTIME_RATE_LIMITED] += 1
+                            if last is not None:
+                                return self._gave_up(
+                                    plan, last, attempts, started, reason="rate_limited", wait=wait
+                                )
+                            refusal = rate_limited(plan.name, limiter, wait)
+                            return _refused(plan.name, refusal, context, call_id, started)
+                    tries += 1
+                    if last is not None:
+                        counters.retries += 1
+                    result = await plan.tool.run(
+                        arguments,
+                        context=context,
+                        call_id=call_id,
+                        timeout=limit,
+                        include_stacktrace=self.toolkit.include_stacktrace,
+                    )
+                    done = result
+                finally:
+                    if ticket is not None and breaker is not None:
+                        # A success in a clean, closed circuit changes nothing: skip the
+                        # report. Anything else goes through the circuit's rules.
+                        if (
+                            circuit is None
+                            or done is None
+                            or done.error is not None
+                            or circuit.failures
+                            or circuit.generation != ticket
+                            or circuit.state is not _CLOSED
+                        ):
+                            opened = await self._report(plan, breaker, ticket, done)
+                        ticket = None
+                attempts += result.attempts
+                counters.attempts += result.attempts
+                error = result.error
+                if error is None:
+                    if tries == 1 and not waited:
+                        return result  # the common case: the tool's own result, as it is
+                    return result.model_copy(
+                        update={"attempts": attempts, "duration_ms": _ms_since(started)}
+                    )
+                decision = self._decide(plan, error, tries, deadline_at, opened)
+                if not isinstance(decision, float):
+                    return _finish(result, attempts, started, **decision)
+                last = result
+                waited = True
+                await self._sleep(decision)
+        finally:
+            if compartment is not None:
+                compartment.leave()
+            if everyone is not None:
+                everyone.leave()
+
+    def _decide(
+        self,
+        plan: _Plan,
+        error: ErrorInfo,
+        tries: int,
+        deadline_at: float | None,
+        opened: bool,
+    ) -> float | dict[str, object]:
+        """After attempt number ``tries`` failed with ``error`` (and ``opened`` the circuit):
+        the wait before the next one, or the details saying why there is none (nothing, for
+        an error not to retry)."""
+        retry = plan.policies.retry
+        if (
+            retry is None
+            or not error.retryable
+            or error.category not in retry.retry_on
+            or error.kind in _NEVER_REPEATED
+        ):
+            return {}
+        allowed = min(retry.max_attempts, 1 + error.max_retry_attempts)
+        if tries >= allowed:
+            log_decision(plan.name, tries, error, "max_attempts", None)
+            return {"retry_stopped": "max_attempts", "max_attempts": allowed}
+        backoff = retry.backoff(tries)
+        hint = error.retry_after_ms / 1000 if error.retry_after_ms else 0.0
+        wait = float(max(backoff, hint))
+        breaker = plan.policies.circuit_breaker
+        if opened and breaker is not None and wait < breaker.reset_timeout:
+            # The circuit this attempt opened would refuse the retry: do not wait for it.
+            log_decision(plan.name, tries, error, "circuit_open", None)
+            return {
+                "retry_stopped": "circuit_open",
+                "retry_wait_ms": wait_ms(breaker.reset_timeout),
+            }
+        if deadline_at is not None and self._clock() + wait >= deadline_at:
+            log_decision(plan.name, tries, error, "deadline", wait)
+            return {
+                "retry_stopped": "deadline",
+                "retry_wait_ms": wait_ms(wait),
+                "deadline": plan.policies.deadline,
+            }
+        log_decision(plan.name, tries, error, "retry_after" if hint > backoff else "backoff", wait)
+        return wait
+
+    def _gave_up(
+        self,
+        plan: _Plan,
+        last: ToolResult,
+        attempts: int,
+        started: float,
+        *,
+        reason: str,
+        wait: float | None = None,
+    ) -> ToolResult:
+        """The last failure, returned because its retry could not run (``reason``; ``wait``:
+        the refusing policy's ``retry_after``, in seconds)."""
+        assert last.error is not None
+        log_decision(plan.name, attempts, last.error, reason, wait)
+        if wait is None:
+            return _finish(last, attempts, started, retry_stopped=reason)
+        return _finish(last, attempts, started, retry_stopped=reason, retry_wait_ms=wait_ms(wait))
+
+    def _plan(self, name: str) -> _Plan:
+        """Resolve and remember the plan of the tool called ``name``."""
+        tool = self.toolkit.get(name)
+        key = tool.name.lower()
+        policies = self._layers.resolve(tool.name)
+        compartment = None
+        if policies.bulkhead is not None:
+            compartment = self._compartments.setdefault(
+                (key, policies.bulkhead), Compartment(policies.bulkhead.max_concurrent)
+            )
+        timeout = policies.timeout
+        plan = _Plan(
+            tool=tool,
+            name=tool.name,
+            policies=policies,
+            compartment=compartment,
+            attempt_timeout=DEFAULT if timeout is None else timeout,
+            own_timeout=tool.spec.timeout if timeout is None else timeout,
+            limiter_key=f"tdk:rate_limit:{key}",
+            breaker_key=f"tdk:circuit:{key}",
+            circuit=None,
+            log=None,
+        )
+        local = self._local
+        if local is not None:
+            if policies.circuit_breaker is not None:
+                plan.circuit = local.live(plan.breaker_key, Circuit)
+                self._live_circuits[tool.name] = plan.circuit
+            if policies.rate_limit is not None:
+                plan.log = local.live(plan.limiter_key, deque)
+        self._plans[key] = self._plans[tool.name] = plan
+        return plan
+
+    def _saw_verdict(self, plan: _Plan, verdict: Verdict) -> int | None:
+        ticket, before, after, failures, _ = verdict
+        self._counters.circuits[plan.name] = after
+        if before is not after:
+            log_transition(plan.name, before, after, failures)
+        if ticket is None:
+            self._counters.rejections[ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN] += 1
+        return ticket
+
+    async def _report(
+        self, plan: _Plan, breaker: CircuitBreaker, ticket: int, done: ToolResult | None
+    ) -> bool:
+        """Tell the circuit how the attempt admitted with ``ticket`` ended (``done``: its
+        result, None if it did not finish); whether that opened the circuit."""
+        outcome = outcome_of(done)
+        circuit = plan.circuit
+        if circuit is not None:
+            before, after, failures = record(circuit, breaker, self._clock, ticket, outcome)[1]
+        else:
+            before, after, failures = await self._store.update(
+                plan.breaker_key, record, breaker, self._clock, ticket, outcome
+            )
+            self._counters.circuits[plan.name] = after
+        if before is after:
+            return False
+        log_transition(plan.name, before, after, failures)
+        return after is _OPEN
+
+    async def _release(self, plan: _Plan, ticket: int) -> None:
+        """Hand back the circuit's ticket of an attempt that did not run."""
+        breaker = plan.policies.circuit_breaker
+        # Only probes report from a half-open circuit, and a neutral one moves nothing.
+        _, after, _ = await self._store.update(
+            plan.breaker_key, record, breaker, self._clock, ticket, NEUTRAL
+        )
+        self._counters.circuits[plan.name] = after
+
+    async def _queue(
+        self, plan: _Plan, deadline_at: float | None, ticket: int | None
+    ) -> ToolError | None:
+        """Queue for the call's slots as long as its bulkhead allows (one budget for both
+        compartments) and its deadline leaves; the refusal if none came. A refused or
+        cancelled call hands its circuit ticket back."""
+        try:
+            refusal = await self._wait_for_slots(plan, deadline_at)
+        except BaseException:
+            if ticket is not None:
+                await self._release(plan, ticket)
+            raise
+        if refusal is not None:
+            self._counters.rejections[ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL] += 1
+            if ticket is not None:
+                await self._release(plan, ticket)
+        return refusal
+
+    async def _wait_for_slots(self, plan: _Plan, deadline_at: float | None) -> ToolError | None:
+        bulkhead = plan.policies.bulkhead
+        budget = bulkhead.max_wait if bulkhead is not None else 0.0
+        if deadline_at is not None:
+            budget = min(budget, deadline_at - self._clock())
+        refused = await take_slots(plan.compartment, self._all, budget)
+        if refused is None:
+            return None
+        if refused is plan.compartment:
+            assert bulkhead is not None
+            return bulkhead_full(plan.name, "tool", bulkhead.max_concurrent, bulkhead.max_wait)
+        return bulkhead_full(plan.name, "all", refused.limit, max(budget, 0.0))
+
+
+def _refused(
+    name: str,
+    error: ToolError,
+    context: ToolContext | None,
+    call_id: str | None,
+    started: float,
+) -> ToolResult:
+    """The result of a call refused before the tool body ran: classified, redacted and
+    logged once, like every failure."""
+    return failed(
+        name,
+        error,
+        call_id=call_id,
+        context=context,
+        attempts=0,
+        started=started,
+        include_stacktrace=False,
+    )
+
+
+def _finish(result: ToolResult, attempts: int, started: float, **reason: object) -> ToolResult:
+    """A failed result with the call's attempts and duration, and why retries stopped."""
+    error = result.error
+    assert error is not None
+    details = {**error.details, "attempts": attempts, **reason}
+    return result.model_copy(
+        update={
+            "error": error.model_copy(update={"details": details}),
+            "attempts": attempts,
+            "duration_ms": _ms_since(started),
+        }
+    )
+
+
+def _ms_since(started: float) -> float:
+    return (perf_counter() - started) * 1000
+
+
+def _unpack(call: object) -> tuple[str, Arguments, str | None]:
+    if isinstance(call, ToolCall):
+        return call.name, call.arguments, call.call_id
+    if isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], str):
+        return call[0], call[1], None
+    raise TypeError(f"each call must be a ToolCall or a (name, arguments) pair, not {call!r}")

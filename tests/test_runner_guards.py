@@ -1,0 +1,922 @@
+"""ToolRunner's guards: the rate limiter, the circuit breaker, the bulkheads and their store.
+
+Most tests run twice: with the default in-process store, and with a store that implements
+``StateStore.update`` and nothing else, as a store shared between processes would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time as real_time
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+import pytest
+
+from tdk import (
+    Bulkhead,
+    CircuitBreaker,
+    RateLimit,
+    RetryPolicy,
+    Tool,
+    Toolkit,
+    ToolResult,
+    ToolRunner,
+    tool,
+)
+from tdk.errors import (
+    ErrorCategory,
+    ErrorKind,
+    FatalToolError,
+    NetworkTransportError,
+    ToolTimeoutError,
+    UpstreamAuthError,
+    UpstreamNotFoundError,
+    UpstreamRateLimitError,
+    UpstreamServerError,
+    UpstreamValidationError,
+)
+from tdk.runner import CircuitState, InMemoryStore, StateStore
+from tdk.runner._bulkhead import Compartment
+
+
+def in_loop(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test in a fresh event loop (``asyncio.run``)."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+class FakeTime:
+    """A clock that moves when told to, or when the runner sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+class RemoteStore:
+    """A store with nothing but ``update``, like one shared between processes."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+        self.keys: set[str] = set()
+
+    async def update(self, key: str, change: Callable[..., Any], *args: Any) -> Any:
+        self.keys.add(key)
+        await asyncio.sleep(0)  # a round trip
+        return await self.inner.update(key, change, *args)
+
+
+STORES = pytest.mark.parametrize("remote", [False, True], ids=["in_process", "remote"])
+
+
+class Upstream:
+    """Tools whose outcomes the test decides: ``fail`` raises the next error queued (or
+    succeeds), ``hold`` waits until released. Counts what ran."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+        self.calls = 0
+        self.running = 0
+        self.peak = 0
+        self.release = asyncio.Event()
+        self.started: list[int] = []
+
+        @tool
+        async def fail(n: Annotated[int, "A number."] = 0) -> int:
+            """Fail with the next queued error, if any."""
+            self.calls += 1
+            if self.errors:
+                raise self.errors.pop(0)
+            return n
+
+        @tool
+        async def hold(n: Annotated[int, "A number."] = 0) -> int:
+            """Wait until released; fail with the next queued error, if any."""
+            self.calls += 1
+            self.started.append(n)
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            try:
+                await self.release.wait()
+            finally:
+                self.running -= 1
+            if self.errors:
+                raise self.errors.pop(0)
+            return n
+
+        self.tools: list[Tool[..., Any]] = [fail, hold]
+
+    def runner(self, time: FakeTime, *, remote: bool = False, **options: Any) -> ToolRunner:
+        return ToolRunner(
+            Toolkit("upstream", self.tools),
+            clock=time.clock,
+            sleep=time.sleep,
+            store=RemoteStore() if remote else None,
+            **options,
+        )
+
+
+def down() -> UpstreamServerError:
+    return UpstreamServerError("down", status_code=503)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let other tasks run until ``condition()`` holds."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
+# ----------------------------------------------------------------------------- rate limiter
+
+
+@pytest.mark.parametrize(
+    ("limit", "offsets", "retry_after_ms"),
+    [
+        (RateLimit(calls=2, period=1.0), [0.0, 0.25, 0.5], 500),
+        (RateLimit(calls=1, period=1.0), [0.0, 0.0003], 1000),
+        (RateLimit(calls=1, period=1.0), [0.0, 0.9999999], 1),
+        (RateLimit(calls=3, period=10.0), [0.0, 1.0, 2.0, 2.5], 7500),
+        (RateLimit(calls=1, period=0.25), [0.0, 0.125], 125),
+    ],
+    ids=["half_window", "rounds_up", "at_least_one_ms", "oldest_leaves_first", "short_period"],
+)
+@STORES
+@in_loop
+async def test_a_refused_call_says_exactly_when_it_would_be_admitted(
+    limit: RateLimit, offsets: list[float], retry_after_ms: int, remote: bool
+) -> None:
+    """Beyond the limit, the call is refused at once; ``retry_after_ms`` is the time until
+    the oldest call leaves the window, rounded up to whole milliseconds."""
+    upstream = Upstream()
+    time = FakeTime()
+    runner = upstream.runner(time, remote=remote, rate_limit=limit, retry=RetryPolicy())
+    start = time.now
+    results: list[ToolResult] = []
+    for offset in offsets:
+        time.now = start + offset
+        results.append(await runner.run("fail"))
+    assert all(result.is_success for result in results[:-1])
+    refused = results[-1]
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+    assert refused.category == ErrorCategory.RATE_LIMIT
+    assert refused.retryable
+    assert refused.retry_after_ms == retry_after_ms
+    assert refused.attempts == 0
+    assert refused.error is not None
+    assert refused.error.details == {"limit": limit.calls, "period": limit.period, "attempts": 0}
+    assert refused.error.tool_name == "fail"
+    assert upstream.calls == len(offsets) - 1
+    assert time.sleeps == []  # a refusal is never retried
+
+
+@STORES
+@in_loop
+async def test_the_window_slides(remote: bool) -> None:
+    """A call leaves the window exactly ``period`` seconds after it was admitted."""
+    upstream = Upstream()
+    time = FakeTime()
+    runner = upstream.runner(time, remote=remote, rate_limit=RateLimit(calls=2, period=1.0))
+    start = time.now
+    assert (await runner.run("fail")).is_success
+    time.now = start + 0.5
+    assert (await runner.run("fail")).is_success
+    time.now = start + 0.999
+    assert (await runner.run("fail")).retry_after_ms == 1
+    time.now = start + 1.0
+    assert (await runner.run("fail")).is_success
+    assert (await runner.run("fail")).retry_after_ms == 500
+
+
+@in_loop
+async def test_each_tool_has_its_own_window() -> None:
+    """The limit applies per tool."""
+    upstream = Upstream()
+    upstream.release.set()
+    runner = upstream.runner(FakeTime(), rate_limit=RateLimit(calls=1, period=1.0))
+    assert (await runner.run("fail")).is_success
+    assert (await runner.run("hold")).is_success
+    assert (await runner.run("fail")).kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+
+
+@STORES
+@in_loop
+async def test_retries_count_against_the_limit(remote: bool) -> None:
+    """Every attempt is a call of the tool: a retry the limiter refuses ends the call with
+    the last error, saying why and when the limiter would admit it."""
+    upstream = Upstream()
+    upstream.errors = [down(), down()]
+    time = FakeTime()
+    runner = upstream.runner(
+        time,
+        remote=remote,
+        rate_limit=RateLimit(calls=2, period=10.0),
+        retry=RetryPolicy(max_attempts=5, initial_delay=1.0, jitter=False),
+    )
+    result = await runner.run("fail")
+    assert result.kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    assert result.attempts == upstream.calls == 2
+    assert time.sleeps == [1.0, 2.0]
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "rate_limited"
+    assert result.error.details["retry_wait_ms"] == 7000
+    assert runner.stats().rejections[ErrorKind.TOOL_RUNTIME_RATE_LIMITED] == 1
+
+
+@STORES
+@in_loop
+async def test_the_limit_is_exact_under_concurrency(remote: bool) -> None:
+    """Of 100 concurrent calls, exactly ``calls`` run."""
+    upstream = Upstream()
+    runner = upstream.runner(FakeTime(), remote=remote, rate_limit=RateLimit(calls=10, period=60))
+    results = await runner.run_many([("fail", {"n": n}) for n in range(100)])
+    kinds = [result.kind for result in results]
+    assert kinds.count(None) == upstream.calls == 10
+    assert kinds.count(ErrorKind.TOOL_RUNTIME_RATE_LIMITED) == 90
+    assert runner.stats().rejections[ErrorKind.TOOL_RUNTIME_RATE_LIMITED] == 90
+
+
+# --------------------------------------------------------------------------- circuit breaker
+
+BREAKER = CircuitBreaker(failure_threshold=3, reset_timeout=30.0)
+
+
+@STORES
+@in_loop
+async def test_the_circuit_opens_after_consecutive_failures(remote: bool) -> None:
+    """After ``failure_threshold`` counted failures, calls fail at once, saying how long."""
+    upstream = Upstream()
+    upstream.errors = [down(), down(), down()]
+    time = FakeTime()
+    runner = upstream.runner(time, remote=remote, circuit_breaker=BREAKER)
+    for _ in range(3):
+        assert (await runner.run("fail")).kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    time.now += 10.0
+    refused = await runner.run("fail")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    assert refused.category == ErrorCategory.CIRCUIT_OPEN
+    assert refused.retry_after_ms == 20000
+    assert refused.attempts == 0
+    assert refused.error is not None
+    assert refused.error.details == {
+        "failure_count": 3,
+        "reset_timeout": 30.0,
+        "attempts": 0,
+        "state": "open",
+    }
+    assert upstream.calls == 3
+    assert runner.stats().circuits == {"fail": CircuitState.OPEN}
+
+
+COUNTED = {
+    "server_error": down,
+    "tool_timeout": lambda: ToolTimeoutError("slow"),
+    "transport_timeout": lambda: NetworkTransportError(
+        "slow", kind=ErrorKind.NETWORK_TRANSPORT_RUNTIME_TIMEOUT
+    ),
+    "unreachable": lambda: NetworkTransportError(
+        "gone", kind=ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE
+    ),
+}
+NEUTRAL = {
+    "upstream_rate_limit": lambda: UpstreamRateLimitError("slow down", status_code=429),
+    "validation": lambda: UpstreamValidationError("bad", status_code=422),
+    "not_found": lambda: UpstreamNotFoundError("gone", status_code=404),
+    "auth": lambda: UpstreamAuthError("no", status_code=401),
+    "fatal": lambda: FatalToolError("bug"),
+}
+
+
+@pytest.mark.parametrize("make", COUNTED.values(), ids=COUNTED.keys())
+@in_loop
+async def test_these_failures_count(make: Callable[[], BaseException]) -> None:
+    """server_error, timeout and connection failures count against the circuit."""
+    upstream = Upstream()
+    upstream.errors = [make(), make(), make()]
+    runner = upstream.runner(FakeTime(), circuit_breaker=BREAKER)
+    for _ in range(3):
+        await runner.run("fail")
+    assert (await runner.run("fail")).kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+
+
+@pytest.mark.parametrize("make", NEUTRAL.values(), ids=NEUTRAL.keys())
+@in_loop
+async def test_other_failures_neither_count_nor_reset(make: Callable[[], BaseException]) -> None:
+    """A failure of another category leaves the count as it was: two counted failures, any
+    number of others, then one more counted failure opens the circuit."""
+    upstream = Upstream()
+    upstream.errors = [down(), down(), make(), make(), make(), make(), down()]
+    runner = upstream.runner(FakeTime(), circuit_breaker=BREAKER)
+    for _ in range(6):
+        await runner.run("fail")
+    assert runner.stats().circuits["fail"] == CircuitState.CLOSED
+    assert (await runner.run("fail")).kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    assert (await runner.run("fail")).kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+
+
+@in_loop
+async def test_bad_arguments_neither_count_nor_reset() -> None:
+    """Arguments that do not validate say nothing about the upstream."""
+    upstream = Upstream()
+    upstream.errors = [down(), down(), down()]
+    runner = upstream.runner(FakeTime(), circuit_breaker=BREAKER)
+    await runner.run("fail")
+    await runner.run("fail")
+    assert (await runner.run("fail", {"n": "x"})).kind == ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    await runner.run("fail")
+    assert (await runner.run("fail")).kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+
+
+@in_loop
+async def test_a_success_resets_the_count() -> None:
+    """Failures must be consecutive: a success in between starts the count again."""
+    upstream = Upstream()
+    upstream.errors = [down(), down()]
+    runner = upstream.runner(FakeTime(), circuit_breaker=BREAKER)
+    await runner.run("fail")
+    await runner.run("fail")
+    assert (await runner.run("fail")).is_success
+    upstream.errors = [down(), down()]
+    await runner.run("fail")
+    await runner.run("fail")
+    assert (await runner.run("fail")).is_success
+    assert upstream.calls == 6
+
+
+@STORES
+@in_loop
+async def test_failed_attempts_count_and_an_open_circuit_stops_retries(remote: bool) -> None:
+    """The circuit counts attempts, not calls; a retry the circuit would refuse is not
+    waited for: the call ends when its attempt opens the circuit."""
+    upstream = Upstream()
+    upstream.errors = [down() for _ in range(5)]
+    time = FakeTime()
+    runner = upstream.runner(
+        time,
+        remote=remote,
+        circuit_breaker=BREAKER,
+        retry=RetryPolicy(max_attempts=5, initial_delay=1.0, jitter=False),
+    )
+    result = await runner.run("fail")
+    assert result.kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    assert result.attempts == upstream.calls == 3
+    assert time.sleeps == [1.0, 2.0]
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "circuit_open"
+    assert result.error.details["retry_wait_ms"] == 30000
+    assert runner.stats().circuits["fail"] == CircuitState.OPEN
+
+
+@STORES
+@in_loop
+async def test_a_circuit_opened_during_the_wait_refuses_the_retry(remote: bool) -> None:
+    """If other calls open the circuit while a call waits to retry, the retry does not run;
+    the call ends with its last error and the time until the circuit half-opens."""
+    upstream = Upstream()
+    upstream.errors = [down()]
+    time = FakeTime()
+    waiting = asyncio.Event()
+    resume = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        time.now += seconds
+        waiting.set()
+        await resume.wait()
+
+    runner = ToolRunner(
+        Toolkit("upstream", upstream.tools),
+        circuit_breaker=BREAKER,
+        retry=RetryPolicy(max_attempts=5, initial_delay=1.0, jitter=False),
+        clock=time.clock,
+        sleep=sleep,
+        store=RemoteStore() if remote else None,
+    )
+    retrying = asyncio.create_task(runner.run("fail", {"n": 1}))
+    await waiting.wait()
+    upstream.errors = [down(), down()]
+    runner.configure("fail", retry=None)
+    await runner.run("fail")
+    await runner.run("fail")  # the third consecutive failure: open
+    time.now += 5.0
+    resume.set()
+    result = await retrying
+    assert result.attempts == 1
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "circuit_open"
+    assert result.error.details["retry_wait_ms"] == 25000
+    assert runner.stats().rejections[ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN] == 1
+
+
+@in_loop
+async def test_a_retry_after_the_reset_timeout_probes() -> None:
+    """A wait longer than the reset timeout is worth it: the retry runs as the probe."""
+    upstream = Upstream()
+    upstream.errors = [down(), down(), down()]
+    time = FakeTime()
+    runner = upstream.runner(
+        time,
+        circuit_breaker=CircuitBreaker(failure_threshold=3, reset_timeout=1.0),
+        retry=RetryPolicy(max_attempts=5, initial_delay=2.0, jitter=False),
+    )
+    result = await runner.run("fail", {"n": 4})
+    assert (result.value, result.attempts) == (4, 4)
+    assert time.sleeps == [2.0, 4.0, 8.0]
+    assert runner.stats().circuits["fail"] == CircuitState.CLOSED
+
+
+async def open_circuit(runner: ToolRunner, upstream: Upstream) -> None:
+    upstream.errors = [down(), down(), down()]
+    for _ in range(3):
+        await runner.run("hold")
+    assert runner.stats().circuits["hold"] == CircuitState.OPEN
+
+
+@STORES
+@in_loop
+async def test_half_open_lets_one_probe_through_and_its_success_closes(remote: bool) -> None:
+    """After the reset timeout, one probe runs; calls meanwhile are refused without a time;
+    the probe's success closes the circuit."""
+    upstream = Upstream()
+    upstream.release.set()
+    time = FakeTime()
+    runner = upstream.runner(time, remote=remote, circuit_breaker=BREAKER)
+    await open_circuit(runner, upstream)
+    upstream.release.clear()
+    time.now += 30.0
+    probe = asyncio.create_task(runner.run("hold", {"n": 1}))
+    await until(lambda: upstream.running == 1)
+    refused = await runner.run("hold", {"n": 2})
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    assert refused.retry_after_ms is None
+    assert refused.error is not None
+    assert refused.error.details["state"] == "half_open"
+    upstream.release.set()
+    assert (await probe).value == 1
+    assert runner.stats().circuits["hold"] == CircuitState.CLOSED
+    assert (await runner.run("hold", {"n": 3})).value == 3
+
+
+@STORES
+@in_loop
+async def test_a_failed_probe_opens_the_circuit_again(remote: bool) -> None:
+    """The probe's failure re-opens the circuit for another reset timeout."""
+    upstream = Upstream()
+    upstream.release.set()
+    time = FakeTime()
+    runner = upstream.runner(time, remote=remote, circuit_breaker=BREAKER)
+    await open_circuit(runner, upstream)
+    time.now += 31.0
+    upstream.errors = [down()]
+    assert (await runner.run("hold")).kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    time.now += 5.0
+    refused = await runner.run("hold")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    assert refused.retry_after_ms == 25000
+    assert refused.error is not None
+    assert refused.error.details["failure_count"] == 4
+
+
+@in_loop
+async def test_half_open_admits_the_configured_number_of_probes() -> None:
+    """``half_open_max_calls`` probes run at once; the next call is refused."""
+    upstream = Upstream()
+    upstream.release.set()
+    time = FakeTime()
+    breaker = CircuitBreaker(failure_threshold=3, reset_timeout=30.0, half_open_max_calls=2)
+    runner = upstream.runner(time, circuit_breaker=breaker)
+    await open_circuit(runner, upstream)
+    upstream.release.clear()
+    time.now += 30.0
+    probes = [asyncio.create_task(runner.run("hold", {"n": n})) for n in (1, 2)]
+    await until(lambda: upstream.running == 2)
+    assert (await runner.run("hold")).kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    upstream.release.set()
+    assert [(await probe).value for probe in probes] == [1, 2]
+    assert runner.stats().circuits["hold"] == CircuitState.CLOSED
+
+
+@in_loop
+async def test_a_probe_that_says_nothing_lets_another_through() -> None:
+    """A probe ending in a failure that does not count frees its place: the circuit stays
+    half-open and the next call probes."""
+    upstream = Upstream()
+    upstream.release.set()
+    time = FakeTime()
+    runner = upstream.runner(time, circuit_breaker=BREAKER)
+    await open_circuit(runner, upstream)
+    time.now += 30.0
+    upstream.errors = [UpstreamNotFoundError("no such item", status_code=404)]
+    assert (await runner.run("hold")).kind == ErrorKind.UPSTREAM_RUNTIME_NOT_FOUND
+    assert runner.stats().circuits["hold"] == CircuitState.HALF_OPEN
+    assert (await runner.run("hold", {"n": 5})).value == 5
+    assert runner.stats().circuits["hold"] == CircuitState.CLOSED
+
+
+@STORES
+@in_loop
+async def test_the_count_is_exact_under_concurrency(remote: bool) -> None:
+    """Twenty calls admitted together all run; the circuit opens at the third failure, and
+    the failures that arrive after it opened do not add to its count."""
+    upstream = Upstream()
+    upstream.errors = [down() for _ in range(20)]
+    runner = upstream.runner(FakeTime(), remote=remote, circuit_breaker=BREAKER)
+    batch = asyncio.create_task(runner.run_many([("hold", {"n": n}) for n in range(20)]))
+    await until(lambda: upstream.running == 20)
+    upstream.release.set()
+    results = await batch
+    assert all(r.kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR for r in results)
+    refused = await runner.run("hold")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    assert refused.error is not None
+    assert refused.error.details["failure_count"] == 3
+    assert upstream.calls == 20
+
+
+@in_loop
+async def test_a_late_success_does_not_close_an_open_circuit() -> None:
+    """A call admitted before the circuit opened reports into an earlier generation."""
+    upstream = Upstream()
+    runner = upstream.runner(FakeTime(), circuit_breaker=BREAKER)
+    slow = asyncio.create_task(runner.run("hold", {"n": 1}))
+    await until(lambda: upstream.running == 1)
+    upstream.errors = [down(), down(), down()]
+    for _ in range(3):
+        await runner.run("fail")
+    upstream.release.set()
+    assert (await slow).is_success
+    assert runner.stats().circuits["fail"] == CircuitState.OPEN
+    assert (await runner.run("fail")).kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+
+
+@in_loop
+async def test_each_transition_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """One INFO record per transition: closed -> open -> half_open -> closed."""
+    caplog.set_level(logging.INFO, logger="tdk.runner")
+    upstream = Upstream()
+    upstream.release.set()
+    time = FakeTime()
+    runner = upstream.runner(time, circuit_breaker=BREAKER)
+    await open_circuit(runner, upstream)
+    await runner.run("hold")  # refused: no transition
+    time.now += 30.0
+    await runner.run("hold")
+    records = [r for r in caplog.records if hasattr(r, "tdk_circuit")]
+    moves = [(r.tdk_circuit["from"], r.tdk_circuit["to"]) for r in records]  # type: ignore[attr-defined]
+    assert moves == [("closed", "open"), ("open", "half_open"), ("half_open", "closed")]
+    assert records[0].tdk_circuit["failure_count"] == 3  # type: ignore[attr-defined]
+    assert all(r.levelno == logging.INFO and r.name == "tdk.runner" for r in records)
+    assert (
+        records[0].getMessage()
+        == "circuit of tool hold: closed -> open (after 3 consecutive failures)"
+    )
+
+
+# --------------------------------------------------------------------------------- bulkheads
+
+
+@in_loop
+async def test_a_zero_wait_takes_a_free_slot() -> None:
+    """``max_wait=0`` admits a call when a slot is free (the Python 3.11 ``wait_for`` trap)."""
+    upstream = Upstream()
+    upstream.release.set()
+    runner = upstream.runner(FakeTime(), bulkhead=Bulkhead(max_concurrent=2, max_wait=0.0))
+    results = await runner.run_many([("hold", {"n": 1}), ("hold", {"n": 2})])
+    assert [r.value for r in results] == [1, 2]
+    assert (await runner.run("fail")).is_success
+
+
+@in_loop
+async def test_a_full_bulkhead_with_zero_wait_refuses_at_once() -> None:
+    """Beyond ``max_concurrent`` calls of a tool, a call that may not wait is refused."""
+    upstream = Upstream()
+    runner = upstream.runner(FakeTime(), bulkhead=Bulkhead(max_concurrent=2, max_wait=0.0))
+    running = [asyncio.create_task(runner.run("hold", {"n": n})) for n in (1, 2)]
+    await until(lambda: upstream.running == 2)
+    refused = await runner.run("hold", {"n": 3})
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+    assert refused.category == ErrorCategory.BULKHEAD_FULL
+    assert refused.attempts == 0
+    assert refused.error is not None
+    assert refused.error.details == {
+        "max_concurrent": 2,
+        "max_wait": 0.0,
+        "attempts": 0,
+        "scope": "tool",
+    }
+    assert (await runner.run("fail")).is_success  # another tool, another compartment
+    upstream.release.set()
+    assert [(await task).value for task in running] == [1, 2]
+    assert upstream.calls == 3
+
+
+@in_loop
+async def test_a_queued_call_gets_the_next_free_slot() -> None:
+    """A call waits up to ``max_wait`` and runs when a slot frees up."""
+    upstream = Upstream()
+    runner = upstream.runner(FakeTime(), bulkhead=Bulkhead(max_concurrent=1, max_wait=5.0))
+    first = asyncio.create_task(runner.run("hold", {"n": 1}))
+    await until(lambda: upstream.running == 1)
+    second = asyncio.create_task(runner.run("hold", {"n": 2}))
+    await asyncio.sleep(0.01)
+    assert upstream.started == [1]
+    upstream.release.set()
+    assert (await first).value == 1
+    queued = await second
+    assert queued.value == 2
+    assert queued.duration_ms >= 10
+
+
+@in_loop
+async def test_a_queued_call_gives_up_after_max_wait() -> None:
+    """No slot within ``max_wait``: refused, and the tool never ran."""
+    upstream = Upstream()
+    runner = upstream.runner(FakeTime(), bulkhead=Bulkhead(max_concurrent=1, max_wait=0.01))
+    first = asyncio.create_task(runner.run("hold", {"n": 1}))
+    await until(lambda: upstream.running == 1)
+    refused = await runner.run("hold", {"n": 2})
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+    assert refused.error is not None
+    assert refused.error.details["max_wait"] == 0.01
+    assert refused.duration_ms >= 10
+    upstream.release.set()
+    await first
+    assert upstream.started == [1]
+    assert runner.stats().rejections[ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL] == 1
+
+
+@in_loop
+async def test_the_deadline_shortens_the_queue_wait() -> None:
+    """A call queues no longer than its deadline leaves."""
+    upstream = Upstream()
+    runner = ToolRunner(
+        Toolkit("upstream", upstream.tools),
+        bulkhead=Bulkhead(max_concurrent=1, max_wait=60.0),
+        deadline=0.02,
+    )
+    first = asyncio.create_task(runner.run("hold"))
+    await until(lambda: upstream.running == 1)
+    refused = await runner.run("hold")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+    assert refused.duration_ms < 5000
+    upstream.release.set()
+    await first
+
+
+@in_loop
+async def test_the_bound_is_exact_and_the_queue_first_come_first_served() -> None:
+    """Fifty calls through a compartment of five: never more than five at once, all run,
+    in the order they queued."""
+    upstream = Upstream()
+    runner = upstream.runner(FakeTime(), bulkhead=Bulkhead(max_concurrent=5, max_wait=30.0))
+    batch = asyncio.create_task(runner.run_many([("hold", {"n": n}) for n in range(50)]))
+    await until(lambda: upstream.running == 5)
+    upstream.release.set()
+    results = await batch
+    assert [r.value for r in results] == list(range(50))
+    assert upstream.peak == 5
+    assert upstream.started == list(range(50))
+
+
+@in_loop
+async def test_max_concurrency_caps_all_tools_together() -> None:
+    """The runner's compartment counts calls of every tool; without a tool bulkhead a call
+    does not wait for it."""
+    upstream = Upstream()
+    runner = upstream.runner(FakeTime(), max_concurrency=1)
+    holding = asyncio.create_task(runner.run("hold", {"n": 1}))
+    await until(lambda: upstream.running == 1)
+    refused = await runner.run("fail")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+    assert refused.error is not None
+    assert refused.error.details == {
+        "max_concurrent": 1,
+        "max_wait": 0.0,
+        "attempts": 0,
+        "scope": "all",
+    }
+    assert "of all tools together" in refused.error.message
+    upstream.release.set()
+    await holding
+    assert (await runner.run("fail")).is_success
+
+
+@in_loop
+async def test_the_tool_bulkhead_wait_covers_both_compartments() -> None:
+    """With a tool bulkhead that may wait, a call also waits for the runner's compartment,
+    within the same budget."""
+    upstream = Upstream()
+    runner = upstream.runner(
+        FakeTime(), max_concurrency=1, bulkhead=Bulkhead(max_concurrent=5, max_wait=5.0)
+    )
+    holding = asyncio.create_task(runner.run("hold", {"n": 1}))
+    await until(lambda: upstream.running == 1)
+    waiting = asyncio.create_task(runner.run("fail", {"n": 2}))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    upstream.release.set()
+    assert (await holding).value == 1
+    assert (await waiting).value == 2
+
+    runner.configure("fail", bulkhead=Bulkhead(max_concurrent=5, max_wait=0.01))
+    upstream.release.clear()
+    holding = asyncio.create_task(runner.run("hold", {"n": 3}))
+    await until(lambda: upstream.running == 1)
+    refused = await runner.run("fail")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+    assert refused.error is not None
+    assert refused.error.details["scope"] == "all"
+    upstream.release.set()
+    await holding
+
+
+@in_loop
+async def test_a_call_keeps_its_slot_between_retries() -> None:
+    """The slot is held from the first attempt to the last, waits included."""
+    upstream = Upstream()
+    upstream.errors = [down()]
+    resume = asyncio.Event()
+    waiting = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        waiting.set()
+        await resume.wait()
+
+    runner = ToolRunner(
+        Toolkit("upstream", upstream.tools),
+        bulkhead=Bulkhead(max_concurrent=1),
+        retry=RetryPolicy(initial_delay=1.0),
+        sleep=sleep,
+    )
+    retrying = asyncio.create_task(runner.run("fail", {"n": 1}))
+    await waiting.wait()
+    assert (await runner.run("fail", {"n": 2})).kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+    resume.set()
+    assert (await retrying).value == 1
+
+
+@in_loop
+async def test_a_refused_attempt_gives_its_slot_back() -> None:
+    """A call the limiter refuses after it entered the bulkhead leaves it again."""
+    upstream = Upstream()
+    time = FakeTime()
+    runner = upstream.runner(
+        time, bulkhead=Bulkhead(max_concurrent=1), rate_limit=RateLimit(calls=1, period=1.0)
+    )
+    assert (await runner.run("fail")).is_success
+    assert (await runner.run("fail")).kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+    time.now += 1.0
+    assert (await runner.run("fail")).is_success
+
+
+@STORES
+@in_loop
+async def test_a_probe_refused_by_the_bulkhead_is_handed_back(remote: bool) -> None:
+    """A half-open circuit's probe that finds no slot does not use up the probe."""
+    upstream = Upstream()
+    time = FakeTime()
+    runner = upstream.runner(time, remote=remote, circuit_breaker=BREAKER, max_concurrency=1)
+    upstream.errors = [down(), down(), down()]
+    for _ in range(3):
+        await runner.run("fail")
+    time.now += 30.0
+    holding = asyncio.create_task(runner.run("hold"))
+    await until(lambda: upstream.running == 1)
+    assert (await runner.run("fail")).kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+    upstream.release.set()
+    await holding
+    assert (await runner.run("fail", {"n": 4})).value == 4
+    assert runner.stats().circuits["fail"] == CircuitState.CLOSED
+
+
+# ------------------------------------------------------------------------------------ store
+
+
+@in_loop
+async def test_runners_sharing_a_store_share_the_state() -> None:
+    """The circuit one runner opened is open for another runner on the same store."""
+    store = RemoteStore()
+    upstream = Upstream()
+    upstream.errors = [down(), down(), down()]
+    time = FakeTime()
+    options: dict[str, Any] = {"circuit_breaker": BREAKER, "store": store, "clock": time.clock}
+    first = ToolRunner(Toolkit("a", upstream.tools), **options)
+    second = ToolRunner(Toolkit("b", upstream.tools), **options)
+    for _ in range(3):
+        await first.run("fail")
+    refused = await second.run("fail")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    assert second.stats().circuits == {"fail": CircuitState.OPEN}
+    assert store.keys == {"tdk:circuit:fail"}
+
+
+def test_the_stores_satisfy_the_protocol() -> None:
+    """Anything with an async ``update`` is a store; the runner refuses anything else."""
+    assert isinstance(InMemoryStore(), StateStore)
+    assert isinstance(RemoteStore(), StateStore)
+    with pytest.raises(TypeError, match="StateStore"):
+        ToolRunner(Toolkit("x", Upstream().tools), store=object())  # type: ignore[arg-type]
+
+
+@in_loop
+async def test_a_store_that_lost_its_state_starts_afresh() -> None:
+    """If the shared store forgets a circuit mid-call (a restart), the attempt's outcome
+    counts into a fresh, closed circuit."""
+    store = RemoteStore()
+    upstream = Upstream()
+    runner = ToolRunner(Toolkit("u", upstream.tools), circuit_breaker=BREAKER, store=store)
+    call = asyncio.create_task(runner.run("hold"))
+    await until(lambda: upstream.running == 1)
+    store.inner = InMemoryStore()  # the backend restarted, empty
+    upstream.errors = [down()]
+    upstream.release.set()
+    assert (await call).kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    upstream.errors = [down(), down()]
+    await runner.run("hold")
+    assert runner.stats().circuits["hold"] == CircuitState.CLOSED
+    await runner.run("hold")
+    assert runner.stats().circuits["hold"] == CircuitState.OPEN
+
+
+@in_loop
+async def test_reconfiguring_keeps_the_state() -> None:
+    """``configure`` changes policies, not state: an open circuit stays open."""
+    upstream = Upstream()
+    upstream.errors = [down(), down(), down()]
+    time = FakeTime()
+    runner = upstream.runner(time, circuit_breaker=BREAKER, rate_limit=RateLimit(calls=9, period=9))
+    for _ in range(3):
+        await runner.run("fail")
+    runner.configure("fail", circuit_breaker=CircuitBreaker(failure_threshold=3, reset_timeout=60))
+    refused = await runner.run("fail")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    assert refused.retry_after_ms == 60000
+    assert refused.error is not None
+    assert refused.error.details["reset_timeout"] == 60
+
+
+# ------------------------------------------------------------------- the compartment's races
+
+
+@in_loop
+async def test_a_slot_handed_to_a_cancelled_waiter_is_passed_on() -> None:
+    """If a queued call is cancelled just after a slot was handed to it, the slot goes to
+    the next in line rather than being lost."""
+    compartment = Compartment(1)
+    assert compartment.try_enter()
+    first = asyncio.create_task(compartment.enter(60))
+    second = asyncio.create_task(compartment.enter(60))
+    await asyncio.sleep(0)
+    compartment.leave()  # handed to ``first``...
+    first.cancel()  # ...which is cancelled before it could run
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert await second
+    assert compartment.in_use == 1
+    compartment.leave()
+    assert compartment.in_use == 0
+
+
+@in_loop
+async def test_a_cancelled_waiter_is_skipped() -> None:
+    """A slot freed while a cancelled waiter is still queued goes back to the pool."""
+    compartment = Compartment(1)
+    assert compartment.try_enter()
+    waiting = asyncio.create_task(compartment.enter(60))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    compartment.leave()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert compartment.in_use == 0
+    assert compartment.try_enter()
+
+
+@in_loop
+async def test_a_slot_that_arrives_with_the_time_limit_wins() -> None:
+    """When the slot is handed over and the wait runs out in the same turn of the loop,
+    the waiter keeps the slot."""
+    compartment = Compartment(1)
+    assert compartment.try_enter()
+    waiting = asyncio.create_task(compartment.enter(0.05))
+    await asyncio.sleep(0)
+    asyncio.get_running_loop().call_later(0.04, compartment.leave)
+    real_time.sleep(0.06)  # hold the loop's thread: both timers are due when it next looks
+    assert await waiting
+    assert compartment.in_use == 1
