@@ -139,8 +139,24 @@ def to_tool_error(exc: BaseException, *, secrets: Iterable[str] = ()) -> ToolErr
     return error
 
 
+#: Exception type -> its row, remembered after the first MRO walk (bounded: cleared when full).
+_ROW_OF_TYPE: dict[type[BaseException], _Build] = {}
+_MAX_REMEMBERED_TYPES: Final = 512
+
+
 def _builder_for(exc: BaseException) -> _Build:
-    for cls in type(exc).__mro__:
+    exc_type = type(exc)
+    build = _ROW_OF_TYPE.get(exc_type)
+    if build is None:
+        build = _walk_mro(exc_type)
+        if len(_ROW_OF_TYPE) >= _MAX_REMEMBERED_TYPES:
+            _ROW_OF_TYPE.clear()
+        _ROW_OF_TYPE[exc_type] = build
+    return build
+
+
+def _walk_mro(exc_type: type[BaseException]) -> _Build:
+    for cls in exc_type.__mro__:
         if cls.__module__.partition(".")[0] in HTTPX_MODULES:
             build = HTTPX_TABLE.get(cls.__name__)
         else:

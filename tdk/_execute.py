@@ -41,6 +41,12 @@ logger: Final = logging.getLogger("tdk")
 logger.addHandler(logging.NullHandler())  # a library never prints unless the app configures it
 
 
+#: ToolResult's own validator, called directly: ``ToolResult(...)`` adds a frame per call.
+_new_result: Final[Callable[[dict[str, Any]], ToolResult]] = (
+    ToolResult.__pydantic_validator__.validate_python
+)
+
+
 class _Default(enum.Enum):
     DEFAULT = "DEFAULT"
 
@@ -100,13 +106,15 @@ async def execute(
     except BaseException as exc:
         failure = exc
     else:
-        return ToolResult(
-            tool=name,
-            call_id=call_id,
-            value=output,
-            error=None,
-            attempts=attempts,
-            duration_ms=(perf_counter() - start) * 1000,
+        return _new_result(
+            {
+                "tool": name,
+                "call_id": call_id,
+                "value": output,
+                "error": None,
+                "attempts": attempts,
+                "duration_ms": (perf_counter() - start) * 1000,
+            }
         )
     return failed(
         name,
@@ -137,13 +145,15 @@ def failed(
         exc, name, include_stacktrace=include_stacktrace, secrets=_secrets_of(context)
     )
     _log_failure(info)
-    return ToolResult(
-        tool=name,
-        call_id=call_id,
-        value=None,
-        error=info,
-        attempts=attempts,
-        duration_ms=(perf_counter() - started) * 1000,
+    return _new_result(
+        {
+            "tool": name,
+            "call_id": call_id,
+            "value": None,
+            "error": info,
+            "attempts": attempts,
+            "duration_ms": (perf_counter() - started) * 1000,
+        }
     )
 
 
@@ -195,7 +205,11 @@ def _validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseMod
             if not arguments.strip():
                 return model.model_validate({})
             return model.model_validate_json(arguments)
-        return model.model_validate({} if arguments is None else arguments)
+        # The validator itself: model_validate() adds a Python frame per call.
+        validated: BaseModel = model.__pydantic_validator__.validate_python(
+            {} if arguments is None else arguments
+        )
+        return validated
     except ValidationError as exc:
         # Not chained: a ValidationError's text quotes the submitted values.
         raise _input_error(exc, model) from None
@@ -234,7 +248,8 @@ def _problem(error_type: str, message: str, field: str) -> str:
 def _serialise_output(spec: ToolSpec, value: Any) -> Any:
     adapter = spec.output_adapter
     try:
-        return adapter.dump_python(adapter.validate_python(value), mode="json")
+        # The core validator and serializer: the TypeAdapter methods add a frame each.
+        return adapter.serializer.to_python(adapter.validator.validate_python(value), mode="json")
     except (ValidationError, PydanticSerializationError) as exc:
         problems = (
             "; ".join(

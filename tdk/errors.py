@@ -751,11 +751,11 @@ class ErrorInfo(BaseModel):
         if record["tool_name"] is None:
             record["tool_name"] = tool_name
         cause = exc if error is not exc else error.__cause__
-        return cls(
-            **record,
-            cause=type(cause).__name__ if cause is not None else None,
-            stacktrace=_stacktrace(exc, secrets) if include_stacktrace else None,
-        )
+        record["cause"] = type(cause).__name__ if cause is not None else None
+        record["stacktrace"] = _stacktrace(exc, secrets) if include_stacktrace else None
+        # The validator itself (validated, as cls(**record) would be, without its extra frame).
+        info: ErrorInfo = cls.__pydantic_validator__.validate_python(record)
+        return info
 
     @classmethod
     def from_error_string(cls, text: str, tool_name: str | None = None) -> ErrorInfo:
