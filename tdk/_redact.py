@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Final
+from urllib.parse import unquote
 
 REDACTED: Final = "[REDACTED]"
 
@@ -25,8 +26,15 @@ SECRET_QUERY_NAMES: Final = frozenset(
         "code", "refresh_token", "id_token", "password", "passwd", "pwd", "secret", "signature",
         "sig", "se", "sv", "session", "jwt", "x-amz-signature", "x-amz-credential",
         "x-amz-security-token", "x-goog-signature", "x-goog-credential", "private_token",
+        "auth_token", "access_key", "secret_key", "api_secret", "private_key", "sessionid",
+        "jsessionid", "client_assertion",
     )
 )  # fmt: skip
+
+#: Query names too common as ordinary words or fields ("error code: 404", {"key": "id"}) to
+#: count anywhere but right before '=' in a URL-like text.
+_AMBIGUOUS_NAMES: Final = frozenset(("code", "key", "auth", "sig", "se", "sv", "session"))
+
 
 #: Header names whose values are credentials (lower-case).
 SECRET_HEADER_NAMES: Final = frozenset(
@@ -37,6 +45,9 @@ SECRET_HEADER_NAMES: Final = frozenset(
     )
 )  # fmt: skip
 
+#: Keys of structured data (``details``, JSON) whose values are credentials wherever they are.
+SECRET_KEYS: Final = (SECRET_HEADER_NAMES | SECRET_QUERY_NAMES) - _AMBIGUOUS_NAMES
+
 #: Query parameters whose values are kept in redacted URLs; every other value is replaced.
 SAFE_QUERY_NAMES: Final = frozenset(
     ("page", "per_page", "page_size", "limit", "offset", "cursor", "sort", "order", "api-version")
@@ -44,13 +55,14 @@ SAFE_QUERY_NAMES: Final = frozenset(
 
 _SHORTEST_EXACT_SECRET: Final = 4
 #: Characters read past a cut so that a secret straddling it is still recognised whole.
-_REDACTION_LOOKAHEAD: Final = 512
+_REDACTION_LOOKAHEAD: Final = 4096
 
-_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@?#]*@")
+# Userinfo runs to the LAST '@' before the path: a password may itself contain '@'.
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s?#]*@")
 # One pass finds every ``name:`` / ``name=``; the name decides whether the value after it
 # goes. (Possessive quantifiers and the look-behind keep it linear: a big alternation of
 # secret names, tried at every position, was twenty times slower.)
-_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]++)[\"']?\s*+([:=])\s*+[\"']?")
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+[\"']?")
 _HEADER_VALUE = re.compile(r"[^\r\n\"',}]*+")
 _QUERY_VALUE = re.compile(r"[^&\s#'\"<>]*+")
 _TOKEN_SHAPES = re.compile(
@@ -78,9 +90,13 @@ def _scrub_assignments(text: str) -> str:
         if match.start() < done:
             continue  # inside a value already removed
         name = match[1].lower()
+        if "%" in name:
+            name = unquote(name)
         if name in SECRET_HEADER_NAMES:  # a header line: the value runs to the end of the line
             value = _HEADER_VALUE.match(text, match.end())
-        elif name in SECRET_QUERY_NAMES and match[2] == "=":
+        elif name in SECRET_QUERY_NAMES and (
+            match[3] == "=" or (match[2] and name not in _AMBIGUOUS_NAMES)  # "api_key": "..."
+        ):
             value = _QUERY_VALUE.match(text, match.end())
         else:
             continue
@@ -100,14 +116,37 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     characters, with a marker saying how much was cut; the cut happens after redaction, so a
     secret that straddles the limit is never half-kept.
     """
-    if limit is not None and len(text) > limit:
-        cut = len(text) - limit
-        head = redact_text(text[: limit + _REDACTION_LOOKAHEAD], secrets)[:limit]
-        return f"{head}... [{cut} more characters]"
-    if secrets:
+    if secrets:  # exact values first, over the whole text (linear, and nothing is cut yet)
         exact = {s for s in secrets if len(s) >= _SHORTEST_EXACT_SECRET}
         for secret in sorted(exact, key=len, reverse=True):
             text = text.replace(secret, REDACTED)
+    if limit is not None and len(text) > limit:
+        return _redact_head(text, limit)
+    return _redact_positions_and_shapes(text)
+
+
+def _redact_head(text: str, limit: int) -> str:
+    """The first ``limit`` characters of the redacted ``text``, without redacting all of it.
+
+    Only a window is redacted. Replacements shorten the text, pulling characters from further
+    on under the limit; the window grows until every character kept lies at least
+    ``_REDACTION_LOOKAHEAD`` characters before its end, so that any credential starting there
+    was seen whole by the patterns.
+    """
+    window = limit + _REDACTION_LOOKAHEAD
+    while True:
+        head = text[:window]
+        redacted = _redact_positions_and_shapes(head)
+        shrunk = len(head) - len(redacted)
+        if window >= len(text) or limit + shrunk + _REDACTION_LOOKAHEAD <= window:
+            break
+        window *= 2
+    if len(redacted) <= limit and window >= len(text):
+        return redacted
+    return f"{redacted[:limit]}... [{len(text) - limit} more characters]"
+
+
+def _redact_positions_and_shapes(text: str) -> str:
     for hint in _TOKEN_HINTS:
         if hint in text:
             text = _TOKEN_SHAPES.sub(REDACTED, text)

@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Final, Literal, Self, TypedDict, Unpack, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from tdk._redact import redact_text
+from tdk._redact import REDACTED, SECRET_KEYS, redact_text
 
 __all__ = [
     "ContextRequiredToolError",
@@ -820,13 +820,17 @@ def _json_safe(value: object, depth: int) -> Any:
 
 
 def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
-    """``value`` (JSON-safe already) with every string in it redacted."""
+    """``value`` (JSON-safe already) with every string in it redacted, and the whole value of
+    every credential-named key (``Authorization``, ``api_key``, ``Cookie``...) replaced."""
     if type(value) in _NOT_TEXT:
         return value
     if isinstance(value, str):
         return redact_text(value, secrets)
     if isinstance(value, dict):
-        return {key: _redact_json(item, secrets) for key, item in value.items()}
+        return {
+            key: REDACTED if key.lower() in SECRET_KEYS else _redact_json(item, secrets)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [_redact_json(item, secrets) for item in value]
     return value

@@ -404,3 +404,21 @@ def test_log_line_of_error_info() -> None:
     """ErrorInfo has the same one-line log form as the error."""
     error = UpstreamRateLimitError("Slow down.", status_code=429, retry_after_ms=2000)
     assert error.to_error_info().to_log_line() == error.to_log_line()
+
+
+def test_credential_named_keys_in_details_are_redacted_whole() -> None:
+    """Structured details never carry a header or credential value, whatever its shape."""
+    error = RetryableToolError(
+        "refused",
+        details={
+            "request_headers": {"Authorization": "Token 9f8e7d6c5b4a", "Cookie": "sid=abc123"},
+            "query": {"api_key": "QQQ111222333", "page": "2"},
+            "code": "rate_limit",
+        },
+    )
+    details = ErrorInfo.from_exception(error).details
+    assert details == {
+        "request_headers": {"Authorization": "[REDACTED]", "Cookie": "[REDACTED]"},
+        "query": {"api_key": "[REDACTED]", "page": "2"},
+        "code": "rate_limit",
+    }

@@ -53,6 +53,18 @@ from tdk._redact import REDACTED, redact_text, redact_url
         pytest.param("jwt eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl end", "jwt [REDACTED] end", id="jwt"),
         pytest.param("sent Bearer abc.def-ghi_jkl", "sent [REDACTED]", id="bearer"),
         pytest.param("nothing secret here: 42", "nothing secret here: 42", id="clean"),
+        pytest.param(
+            '{"api_key": "QQQ111222", "code": "rate_limit"}',
+            '{"api_key": "[REDACTED]", "code": "rate_limit"}',
+            id="json-key-redacted-ambiguous-kept",
+        ),
+        pytest.param("error code: 404", "error code: 404", id="ambiguous-name-in-prose"),
+        pytest.param("?client%5Fsecret=abc123", "?client%5Fsecret=[REDACTED]", id="encoded-name"),
+        pytest.param(
+            "?auth_token=t1&access_key=k2",
+            "?auth_token=[REDACTED]&access_key=[REDACTED]",
+            id="more-credential-names",
+        ),
     ],
 )
 def test_redact_text(text: str, expected: str) -> None:
@@ -78,7 +90,7 @@ def test_limit_cuts_after_redacting() -> None:
     out = redact_text(text, [secret], limit=100)
     assert "SSSS" not in out
     assert out.startswith("x" * 90 + "[REDACTED]"[:10])
-    assert out.endswith(f"... [{len(text) - 100} more characters]")
+    assert out.endswith("... [4 more characters]")  # counted after redaction
 
 
 def test_limit_leaves_short_text_alone() -> None:
@@ -118,3 +130,39 @@ def test_limit_leaves_short_text_alone() -> None:
 def test_redact_url(url: str, expected: str) -> None:
     """URLs lose userinfo, fragments and every query value outside the allowlist."""
     assert redact_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "secrets"),
+    [
+        pytest.param("bad key: " + "y" * 1500 + "Z" * 3402, ["Z" * 3402], id="secret-past-window"),
+        pytest.param("A" * 3990 + " " + "S" * 60 + " " + "S" * 60, ["S" * 60], id="twice-at-cut"),
+        pytest.param(
+            ("S3cr3tT0kenValue-0123456789abcdef " * 140) + "sk-" + "q" * 40,
+            ["S3cr3tT0kenValue-0123456789abcdef"],
+            id="shrinking-pulls-tail-under-limit",
+        ),
+        pytest.param(
+            "ghp_" + "a" * 36 + " " + ("Bearer " + "t" * 30 + " ") * 200 + "ghp_" + "b" * 36,
+            [],
+            id="shapes-shrink-window",
+        ),
+    ],
+)
+def test_cut_text_never_keeps_part_of_a_secret(text: str, secrets: list[str]) -> None:
+    """However the cut falls, no run of a secret's characters survives redaction."""
+    out = redact_text(text, secrets, limit=4000)
+    assert len(out) < 4100
+    for secret in secrets:
+        assert secret[:8] not in out
+    assert "qqqqqqqq" not in out
+    assert "bbbbbbbb" not in out
+    assert "tttttttt" not in out
+
+
+def test_userinfo_with_at_sign_in_password() -> None:
+    """A password containing '@' is removed whole."""
+    assert (
+        redact_text("GET https://bob:p@ss@host.example/x")
+        == "GET https://[REDACTED]@host.example/x"
+    )
