@@ -84,6 +84,8 @@ async def execute(
     ``KeyboardInterrupt`` and ``SystemExit`` escape."""
     start = perf_counter()
     attempts = 0
+    task = asyncio.current_task()
+    cancelling = task.cancelling() if task is not None else 0  # requests made before this call
     try:
         if spec.requirements.secrets or spec.requirements.metadata:
             _check_requirements(spec, context)
@@ -97,13 +99,22 @@ async def execute(
             value = await (awaitable if limit is None else _await_with_limit(awaitable, limit))
         output = _serialise_output(spec, value)
     except asyncio.CancelledError as exc:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
+        if task is not None and task.cancelling() > cancelling:
             raise  # the caller is being cancelled: never swallow that
         failure: BaseException = exc
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
+        if (
+            isinstance(exc.__context__, asyncio.CancelledError)
+            and task is not None
+            and task.cancelling() > cancelling
+        ):
+            # The body turned the caller's cancellation into another error (a cleanup that
+            # failed while the cancellation was in flight): the cancellation still wins. (The
+            # context check matters on 3.11, where a failed TaskGroup leaves its own
+            # cancellation request counted.)
+            raise asyncio.CancelledError from exc
         failure = exc
     else:
         return _new_result(
@@ -321,11 +332,15 @@ class _LogLine:
         return self.info.to_log_line()
 
 
-def map_direct_call_error(exc: Exception, name: str) -> ToolError:
-    """The tdk error a direct call of a tool raises for ``exc`` (the caller chains it)."""
+def map_direct_call_error(
+    exc: Exception, name: str, args: Iterable[object], kwargs: Mapping[str, object]
+) -> ToolError:
+    """The tdk error a direct call of a tool raises for ``exc``; ``exc`` itself when it is a
+    tdk error. Secrets of a ``ToolContext`` among the call's arguments are redacted."""
     from tdk._classify import to_tool_error
 
-    error = to_tool_error(exc)
+    contexts = [a for a in (*args, *kwargs.values()) if isinstance(a, ToolContext)]
+    error = to_tool_error(exc, secrets=[s for c in contexts for s in _secrets_of(c)])
     if error.tool_name is None:
         error.tool_name = name
     return error

@@ -79,13 +79,19 @@ class Tool(Generic[_P, _R]):
         try:
             return self.fn(*args, **kwargs)
         except Exception as exc:
-            raise map_direct_call_error(exc, self.name) from exc
+            error = map_direct_call_error(exc, self.name, args, kwargs)
+            if error is exc:
+                raise  # a tdk error already: never its own cause
+            raise error from exc
 
     async def _call_async(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await cast(Awaitable[Any], self.fn(*args, **kwargs))
         except Exception as exc:
-            raise map_direct_call_error(exc, self.name) from exc
+            error = map_direct_call_error(exc, self.name, args, kwargs)
+            if error is exc:
+                raise
+            raise error from exc
 
     def run(
         self,

@@ -42,6 +42,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final, Literal, Self, TypedDict, Unpack, cast
@@ -717,12 +718,12 @@ class ErrorInfo(BaseModel):
         cause's type and the message (JSON-quoted, so it stays on one line)."""
         fields = (
             ("kind", self.kind.value),
-            ("tool", self.tool_name or "-"),
+            ("tool", _log_token(self.tool_name)),
             ("category", self.category.value),
             ("retryable", "true" if self.retryable else "false"),
             ("status", "-" if self.status_code is None else self.status_code),
             ("retry_after_ms", "-" if self.retry_after_ms is None else self.retry_after_ms),
-            ("cause", self.cause or "-"),
+            ("cause", _log_token(self.cause)),
         )
         text = " ".join(f"{key}={value}" for key, value in fields)
         return f"{text} message={json.dumps(self.message, ensure_ascii=False)}"
@@ -817,6 +818,17 @@ def _json_safe(value: object, depth: int) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_json_safe(item, depth + 1) for item in value]
     return f"<{type(value).__name__}>"
+
+
+_LOG_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _log_token(value: str | None) -> str:
+    """A log field: as is when it is a plain name, JSON-quoted otherwise (a tool name sent by
+    the model could carry a newline and forge a second record)."""
+    if value is None:
+        return "-"
+    return value if _LOG_TOKEN.fullmatch(value) else json.dumps(value, ensure_ascii=True)
 
 
 def _redact_json(value: Any, secrets: Iterable[str]) -> Any:

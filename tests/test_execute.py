@@ -885,3 +885,90 @@ def test_inline_sync_tool_failures_map_as_usual() -> None:
     result = run(broken, {})
     assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
     assert result.attempts == 1
+
+
+def test_cancellation_survives_a_failing_cleanup() -> None:
+    """A body whose cleanup raises while the caller cancels it still ends cancelled."""
+    started = asyncio.Event()
+
+    @tool
+    async def messy() -> int:
+        """Fail while cleaning up."""
+        try:
+            started.set()
+            await asyncio.sleep(10)
+        finally:
+            raise RuntimeError("cleanup failed")
+        return 1
+
+    async def scenario() -> None:
+        task = asyncio.create_task(messy.run({}))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+
+    asyncio.run(scenario())
+
+
+def test_caller_timeout_fires_through_a_failing_cleanup() -> None:
+    """The caller's own asyncio.timeout still raises TimeoutError."""
+
+    @tool
+    async def messy() -> int:
+        """Fail while cleaning up."""
+        try:
+            await asyncio.sleep(10)
+        finally:
+            raise RuntimeError("cleanup failed")
+        return 1
+
+    async def scenario() -> None:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.02):
+                await messy.run({})
+
+    asyncio.run(scenario())
+
+
+def test_direct_call_of_a_tdk_error_is_not_its_own_cause() -> None:
+    """Re-raising a tdk error from a direct call keeps its real cause."""
+
+    @tool
+    def picky() -> int:
+        """Fail."""
+        try:
+            raise ValueError("inner")
+        except ValueError as inner:
+            raise RetryableToolError("again") from inner
+
+    with pytest.raises(RetryableToolError) as caught:
+        picky()
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+def test_direct_call_redacts_context_secrets() -> None:
+    """A direct call's mapped error scrubs the secrets of the ToolContext it was given."""
+
+    @tool
+    def leaky(context: ToolContext, n: Annotated[int, "A number."]) -> int:
+        """Fail with the secret in the message."""
+        raise KeyError(context.get_secret("K"))
+
+    with pytest.raises(FatalToolError) as caught:
+        leaky(ToolContext(secrets={"K": "hunter2-very-secret"}), 1)
+    assert "hunter2" not in json.dumps(caught.value.to_dict())
+    with pytest.raises(FatalToolError) as caught:
+        leaky(n=1, context=ToolContext(secrets={"K": "hunter2-very-secret"}))
+    assert "hunter2" not in str(caught.value.developer_message)
+
+
+def test_unknown_tool_name_cannot_forge_log_lines(caplog: pytest.LogCaptureFixture) -> None:
+    """A tool name sent by the model is quoted in the log line, so it stays one line."""
+    toolkit = Toolkit("t", tools=[add])
+    with caplog.at_level(logging.WARNING, logger="tdk"):
+        asyncio.run(toolkit.run("nope\nWARNING tdk kind=TOOL_RUNTIME_FATAL tool=a", {}))
+    (record,) = [r for r in caplog.records if r.name == "tdk"]
+    assert "\n" not in record.getMessage()
+    assert 'tool="nope\\nWARNING' in record.getMessage()

@@ -155,8 +155,16 @@ async def until(condition: Callable[[], bool]) -> None:
         (RateLimit(calls=1, period=1.0), [0.0, 0.9999999], 1),
         (RateLimit(calls=3, period=10.0), [0.0, 1.0, 2.0, 2.5], 7500),
         (RateLimit(calls=1, period=0.25), [0.0, 0.125], 125),
+        (RateLimit(calls=1, period=1.0), [0.0, 0.7499999996], 251),
     ],
-    ids=["half_window", "rounds_up", "at_least_one_ms", "oldest_leaves_first", "short_period"],
+    ids=[
+        "half_window",
+        "rounds_up",
+        "at_least_one_ms",
+        "oldest_leaves_first",
+        "short_period",
+        "sub_microsecond_rest_rounds_up",
+    ],
 )
 @STORES
 @in_loop

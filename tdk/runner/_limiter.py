@@ -37,7 +37,7 @@ def admit(log: deque[float] | None, limit: RateLimit, now: float) -> tuple[deque
 def wait_ms(seconds: float) -> int:
     """Seconds as whole milliseconds, rounded up (at least 1 for any positive wait).
 
-    Rounded to the nanosecond first, so that float noise (``0.75 * 1000 == 750.0000000001``)
-    does not add a millisecond.
+    A femtosecond is taken off first, so that float noise (``0.75 * 1000 ==
+    750.0000000001``) does not add a millisecond, while any real fraction still rounds up.
     """
-    return max(1, math.ceil(round(seconds * 1000, 6))) if seconds > 0 else 0
+    return max(1, math.ceil(seconds * 1000 - 1e-9)) if seconds > 0 else 0
