@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
-from tdk._redact import redact_text
+from tdk._redact import redact_text, redact_url
 from tdk.errors import (
     MAX_DEVELOPER_MESSAGE_CHARS,
     ErrorKind,
@@ -29,6 +29,8 @@ from tdk.errors import (
 HTTPX_MODULES: Final = frozenset({"httpx", "httpx2"})
 
 _K = ErrorKind
+#: How many chained exceptions are searched for requests.
+_MAX_CHAIN: Final = 16
 _Build = Callable[[BaseException, Iterable[str]], ToolError]
 
 
@@ -173,16 +175,49 @@ def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
     except Exception:  # a hostile __str__, or one returning a non-string
         text = "<str() of the exception raised>"
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return redact_text(line, secrets, limit=MAX_DEVELOPER_MESSAGE_CHARS)
+    return scrub_requests(line, exc, secrets, limit=MAX_DEVELOPER_MESSAGE_CHARS)
+
+
+def scrub_requests(
+    text: str, exc: BaseException, secrets: Iterable[str] = (), *, limit: int | None = None
+) -> str:
+    """``text`` redacted, with every URL of a request carried by ``exc`` or the exceptions
+    chained to it replaced by its redacted form (httpx puts whole URLs, credentials included,
+    into its messages), and those requests' credentials scrubbed by exact value."""
+    secrets = list(secrets)
+    for request in _requests_in_chain(exc):
+        from tdk.http._classify import request_secrets
+
+        url = str(request.url)
+        text = text.replace(url, redact_url(url))
+        secrets += request_secrets(request)
+    return redact_text(text, secrets, limit=limit)
+
+
+def _requests_in_chain(exc: BaseException) -> Iterator[Any]:
+    """The httpx(2) requests of ``exc`` and of its causes and contexts (each once)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < _MAX_CHAIN:
+        seen.add(id(current))
+        if type(current).__module__.partition(".")[0] in HTTPX_MODULES:
+            request = _request_of(current)
+            if request is not None:
+                yield request
+        current = current.__cause__ or current.__context__
+
+
+def _request_of(exc: BaseException) -> Any:
+    try:
+        return exc.request  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when unset
+        return None
 
 
 def _request_details(exc: BaseException) -> dict[str, Any]:
     """Method and redacted URL of the request an httpx error carries, if any."""
-    from tdk._redact import redact_url
-
-    try:
-        request = exc.request  # type: ignore[attr-defined]
-    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when unset
+    request = _request_of(exc)
+    if request is None:
         return {}
     return {"method": str(request.method), "url": redact_url(str(request.url))}
 

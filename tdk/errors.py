@@ -849,6 +849,8 @@ def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
 
 
 def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:
+    from tdk._classify import scrub_requests
+
     # traceback copes with hostile __str__ and cyclic chains on its own.
     text = "".join(traceback.format_exception(exc))
-    return redact_text(text, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)
+    return scrub_requests(text, exc, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)

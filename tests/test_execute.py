@@ -972,3 +972,27 @@ def test_unknown_tool_name_cannot_forge_log_lines(caplog: pytest.LogCaptureFixtu
     (record,) = [r for r in caplog.records if r.name == "tdk"]
     assert "\n" not in record.getMessage()
     assert 'tool="nope\\nWARNING' in record.getMessage()
+
+
+@pytest.mark.parametrize("status", [302, 404], ids=["redirect", "not-found"])
+def test_raise_for_status_never_leaks_the_url(status: int) -> None:
+    """httpx's own message quotes the whole URL; neither the result nor the trace keeps it."""
+    token = "q7RkVt-very-secret-token"
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        headers = {"Location": "https://elsewhere.example/"} if status == 302 else {}
+        return httpx.Response(status, headers=headers, json={"message": "no"})
+
+    @tool
+    def fetch() -> str:
+        """Fetch with credentials in the query, under names redaction does not know."""
+        with httpx.Client(transport=httpx.MockTransport(upstream)) as client:
+            url = f"https://api.example.com/items?mytoken={token}&auth_token={token}&page=2"
+            client.get(url).raise_for_status()
+        return "ok"
+
+    result = run(fetch, {}, include_stacktrace=True)
+    assert result.error is not None
+    assert result.error.stacktrace is not None
+    assert token not in json.dumps(result.to_dict())
+    assert "https://api.example.com/items?mytoken=[REDACTED]" in json.dumps(result.to_dict())
