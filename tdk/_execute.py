@@ -175,7 +175,7 @@ async def _await_with_limit(awaitable: Any, limit: float) -> Any:
     except TimeoutError:
         if scope.expired():
             raise ToolTimeoutError(
-                f"The tool did not finish within {limit:g} s.", timeout=limit
+                f"The tool did not finish within {limit:.3g} s.", timeout=limit
             ) from None
         raise  # a TimeoutError of the tool's own: mapped by the table
 
