@@ -109,17 +109,22 @@ async def floor_invalid() -> None:
         _ = {"error": type(exc).__name__}
 
 
-async def per_call_us(call: Callable[[], Awaitable[Any]], calls: int, repeats: int = 5) -> float:
-    """Best-of-``repeats`` mean time per call, in microseconds."""
-    for _ in range(min(calls, 200)):
-        await call()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
+async def per_call_us(
+    calls: int, *paths: Callable[[], Awaitable[Any]], rounds: int = 7
+) -> list[float]:
+    """Best-of-``rounds`` mean time per call of each path, in microseconds. The paths take
+    turns round by round, so that a noisy moment on a shared machine hits them alike."""
+    for call in paths:
+        for _ in range(min(calls, 200)):
             await call()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return min(samples)
+    best = [float("inf")] * len(paths)
+    for _ in range(rounds):
+        for index, call in enumerate(paths):
+            start = time.perf_counter()
+            for _ in range(calls):
+                await call()
+            best[index] = min(best[index], (time.perf_counter() - start) / calls * 1e6)
+    return best
 
 
 def arcade_paths() -> dict[str, Callable[[], Awaitable[Any]]]:
@@ -145,12 +150,11 @@ async def main(calls: int) -> None:
     print(f" {'arcade us':>10} {'tdk faster':>10}" if competitor else "")
     for label, floor, ours, target in rows:
         calls_here = calls // 10 if "sync" in label else calls
-        floor_us = await per_call_us(floor, calls_here)
-        ours_us = await per_call_us(ours, calls_here)
+        floor_us, ours_us = await per_call_us(calls_here // 4, floor, ours)
         ratio = ours_us / floor_us
         line = f"{label:34} {floor_us:9.2f} {ours_us:8.2f} {ratio:5.2f}x {target:6.1f}x"
         if label in competitor:
-            theirs = await per_call_us(competitor[label], calls_here)
+            (theirs,) = await per_call_us(calls_here // 4, competitor[label])
             line += f" {theirs:10.2f} {theirs / ours_us:9.1f}x"
         print(line)
 
