@@ -7,13 +7,13 @@ Most tests run twice: with the default in-process store, and with a store that i
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time as real_time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import pytest
+from _runner_support import FakeTime, in_loop, until
 
 from tdk import (
     Bulkhead,
@@ -40,32 +40,6 @@ from tdk.errors import (
 )
 from tdk.runner import CircuitState, InMemoryStore, StateStore
 from tdk.runner._bulkhead import Compartment
-
-
-def in_loop(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async test in a fresh event loop (``asyncio.run``)."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return run
-
-
-class FakeTime:
-    """A clock that moves when told to, or when the runner sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 class RemoteStore:
@@ -133,15 +107,6 @@ class Upstream:
 
 def down() -> UpstreamServerError:
     return UpstreamServerError("down", status_code=503)
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Let other tasks run until ``condition()`` holds."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
 
 
 # ----------------------------------------------------------------------------- rate limiter

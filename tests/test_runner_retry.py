@@ -8,12 +8,12 @@ real time limits with waits of a few milliseconds.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
+from _runner_support import FakeTime, in_loop
 
 from tdk import RetryPolicy, Tool, Toolkit, ToolResult, ToolRunner, tool
 from tdk.errors import (
@@ -36,34 +36,7 @@ from tdk.errors import (
     UpstreamValidationError,
 )
 
-
-def in_loop(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async test in a fresh event loop (``asyncio.run``)."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return run
-
-
 NO_JITTER = RetryPolicy(max_attempts=5, initial_delay=0.1, multiplier=2.0, jitter=False)
-
-
-class FakeTime:
-    """A clock that moves only when the runner sleeps; every wait is recorded."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 class Script:

@@ -7,12 +7,11 @@ call waits between retries, and while it queues for a bulkhead.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 import pytest
+from _runner_support import in_loop, until
 
 from tdk import (
     Bulkhead,
@@ -27,25 +26,6 @@ from tdk import (
 )
 from tdk.errors import ErrorKind, UpstreamServerError
 from tdk.runner import CircuitState
-
-
-def in_loop(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async test in a fresh event loop (``asyncio.run``)."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return run
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Let other tasks run until ``condition()`` holds."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
 
 
 class Gate:
