@@ -323,16 +323,13 @@ class ToolError(Exception):
     def to_error_info(
         self, *, include_stacktrace: bool = False, secrets: Iterable[str] = ()
     ) -> ErrorInfo:
-        """This error as the frozen :class:`ErrorInfo` that results carry.
+        """This error as the frozen :class:`ErrorInfo` that results carry, redacted like every
+        ``ErrorInfo`` (``secrets`` are exact values to scrub as well).
 
         ``include_stacktrace`` adds the redacted traceback (opt-in: it may reveal code paths).
-        ``secrets`` are exact values to scrub from the stack trace.
         """
-        cause = self.__cause__
-        return ErrorInfo.model_construct(
-            **self._record(),
-            cause=type(cause).__name__ if cause is not None else None,
-            stacktrace=_stacktrace(self, secrets) if include_stacktrace else None,
+        return ErrorInfo.from_exception(
+            self, include_stacktrace=include_stacktrace, secrets=secrets
         )
 
     def to_log_line(self) -> str:

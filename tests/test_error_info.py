@@ -422,3 +422,12 @@ def test_credential_named_keys_in_details_are_redacted_whole() -> None:
         "query": {"api_key": "[REDACTED]", "page": "2"},
         "code": "rate_limit",
     }
+
+
+def test_an_errors_own_info_and_log_line_are_redacted() -> None:
+    """to_error_info() and to_log_line() scrub token shapes and the secrets given."""
+    error = RetryableToolError("token sk-abcdefghijklmnopqrstuvwx and hunter2-secret refused")
+    assert "sk-abc" not in error.to_log_line()
+    info = error.to_error_info(secrets=["hunter2-secret"])
+    assert info.message == "token [REDACTED] and [REDACTED] refused"
+    assert error.message.startswith("token sk-abc")  # the object keeps what it was given
