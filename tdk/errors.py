@@ -47,7 +47,7 @@ import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final, Literal, Self, TypedDict, Unpack, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tdk._redact import REDACTED, SECRET_KEYS, redact_text
 
@@ -209,6 +209,33 @@ def _restore(cls: type[ToolError], message: str) -> ToolError:
     return Exception.__new__(cls, message)
 
 
+#: Option -> the type its value must have when not None. Checked at construction, so that a
+#: malformed error raised by a tool is a bug found where it is made (a TypeError, which
+#: ``run()`` reports as TOOL_RUNTIME_FATAL), never a failure to build its ErrorInfo later.
+_OPTION_TYPES: Final[Mapping[str, type]] = {
+    "developer_message": str,
+    "retry_after_ms": int,
+    "status_code": int,
+    "additional_prompt_content": str,
+    "tool_name": str,
+    "max_retry_attempts": int,
+    "retryable": bool,
+}
+
+
+def _check_types(message: object, options: Mapping[str, object]) -> None:
+    if not isinstance(message, str):
+        raise TypeError(f"message must be a str, not {type(message).__name__}")
+    for name, value in options.items():
+        expected = _OPTION_TYPES.get(name)
+        if expected is None or value is None:
+            continue
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise TypeError(f"{name} must be {expected.__name__} or None, not {value!r}")
+        if expected is int and value < 0 and name != "status_code":  # type: ignore[operator]
+            raise ValueError(f"{name} must be >= 0, not {value}")
+
+
 class ToolError(Exception):
     """Root of every error tdk raises on purpose.
 
@@ -232,6 +259,7 @@ class ToolError(Exception):
         cls.retryable = cls.kind.default_retryable
 
     def __init__(self, message: str, **options: Unpack[ErrorOptions]) -> None:
+        _check_types(message, options)
         super().__init__(message)
         self.message: str = message
         """The model-facing text; never mutated by formatting."""
@@ -247,10 +275,7 @@ class ToolError(Exception):
         """Guidance for the model: what to do differently next time."""
         self.tool_name: str | None = options.get("tool_name")
         """The tool this error belongs to, once known."""
-        max_retry_attempts = options.get("max_retry_attempts")
-        if max_retry_attempts is not None and max_retry_attempts < 0:
-            raise ValueError("max_retry_attempts must be >= 0")
-        self._max_retry_attempts = max_retry_attempts
+        self._max_retry_attempts = options.get("max_retry_attempts")
 
     @property
     def max_retry_attempts(self) -> int:
@@ -418,6 +443,7 @@ class ToolRuntimeError(ToolError):
     def __init__(self, message: str, **options: Unpack[RuntimeErrorOptions]) -> None:
         retryable = options.pop("retryable", None)
         if retryable is not None:
+            _check_types(message, {"retryable": retryable})
             self.retryable = retryable
         super().__init__(message, **cast(ErrorOptions, options))
 
@@ -751,8 +777,16 @@ class ErrorInfo(BaseModel):
         cause = exc if error is not exc else error.__cause__
         record["cause"] = type(cause).__name__ if cause is not None else None
         record["stacktrace"] = _stacktrace(exc, secrets) if include_stacktrace else None
-        # The validator itself (validated, as cls(**record) would be, without its extra frame).
-        info: ErrorInfo = cls.__pydantic_validator__.validate_python(record)
+        try:
+            # The validator itself (validated, as cls(**record) would be, without a frame).
+            info: ErrorInfo = cls.__pydantic_validator__.validate_python(record)
+        except ValidationError as invalid:  # fields reassigned to wrong types after creation
+            fields = sorted({str(e["loc"][0]) for e in invalid.errors() if e["loc"]})
+            malformed = FatalToolError(
+                f"The tool raised a {record['error']} that tdk could not read.",
+                developer_message=f"Fields of the wrong type: {', '.join(fields)}.",
+            )
+            return cls.from_exception(malformed, tool_name, secrets=secrets)
         return info
 
     @classmethod

@@ -545,3 +545,42 @@ def test_constructor_options_are_keyword_only() -> None:
     """Only the message is positional."""
     with pytest.raises(TypeError):
         FatalToolError("x", "dev")  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("options", "error_type"),
+    [
+        pytest.param({"retry_after_ms": "soon"}, TypeError, id="retry-after-text"),
+        pytest.param({"retry_after_ms": 1.5}, TypeError, id="retry-after-float"),
+        pytest.param({"retry_after_ms": True}, TypeError, id="retry-after-bool"),
+        pytest.param({"retry_after_ms": -1}, ValueError, id="retry-after-negative"),
+        pytest.param({"status_code": "429"}, TypeError, id="status-text"),
+        pytest.param({"tool_name": 7}, TypeError, id="tool-name-int"),
+        pytest.param({"developer_message": b"x"}, TypeError, id="developer-bytes"),
+        pytest.param({"additional_prompt_content": ["x"]}, TypeError, id="prompt-list"),
+        pytest.param({"max_retry_attempts": "3"}, TypeError, id="budget-text"),
+        pytest.param({"retryable": "yes"}, TypeError, id="retryable-text"),
+    ],
+)
+def test_malformed_options_are_refused_at_construction(
+    options: dict[str, Any], error_type: type[Exception]
+) -> None:
+    """A field of the wrong type is a bug found where the error is made."""
+    with pytest.raises(error_type, match=next(iter(options))):
+        RetryableToolError("x", **options)
+
+
+def test_message_must_be_text() -> None:
+    """The message is text."""
+    with pytest.raises(TypeError, match="message must be a str"):
+        FatalToolError(404)  # type: ignore[arg-type]
+
+
+def test_fields_broken_after_construction_still_give_a_valid_info() -> None:
+    """An error whose fields were reassigned to wrong types becomes a readable fatal info."""
+    error = RetryableToolError("x", tool_name="t")
+    error.retry_after_ms = "soon"  # type: ignore[assignment]
+    info = ErrorInfo.from_exception(error)
+    assert info.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert info.message == "The tool raised a RetryableToolError that tdk could not read."
+    assert info.developer_message == "Fields of the wrong type: retry_after_ms."

@@ -996,3 +996,17 @@ def test_raise_for_status_never_leaks_the_url(status: int) -> None:
     assert result.error.stacktrace is not None
     assert token not in json.dumps(result.to_dict())
     assert "https://api.example.com/items?mytoken=[REDACTED]" in json.dumps(result.to_dict())
+
+
+def test_a_malformed_tdk_error_is_a_fatal_result() -> None:
+    """A tool raising a tdk error with wrong-typed fields gets a result, not an exception."""
+
+    @tool
+    def sloppy() -> int:
+        """Raise a malformed error."""
+        raise RetryableToolError("x", retry_after_ms="soon")  # type: ignore[arg-type]
+
+    result = run(sloppy, {})
+    assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert result.error is not None
+    assert result.error.cause == "TypeError"
