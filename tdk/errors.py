@@ -768,10 +768,14 @@ class ErrorInfo(BaseModel):
         secrets = tuple(secrets)
         error = to_tool_error(exc, secrets=secrets)
         record = error._record()
-        for name in ("message", "developer_message", "additional_prompt_content"):
-            if record[name]:
-                record[name] = redact_text(record[name], secrets)
-        record["details"] = _redact_json(record["details"], secrets)
+        if error is exc:
+            # Raised by code as it is: its texts are its author's. (An error the mapping table
+            # built for a foreign exception was made from text already redacted with these
+            # same secrets, so it is not scanned twice.)
+            for name in ("message", "developer_message", "additional_prompt_content"):
+                if record[name]:
+                    record[name] = redact_text(record[name], secrets)
+            record["details"] = _redact_json(record["details"], secrets)
         if record["tool_name"] is None:
             record["tool_name"] = tool_name
         cause = exc if error is not exc else error.__cause__

@@ -1010,3 +1010,24 @@ def test_a_malformed_tdk_error_is_a_fatal_result() -> None:
     assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
     assert result.error is not None
     assert result.error.cause == "TypeError"
+
+
+def test_a_context_secret_echoed_by_the_upstream_appears_nowhere() -> None:
+    """The mapped upstream error (built once, redacted once) never carries a context secret."""
+    planted = "ctx-secret-value-777777"
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        body = {"error": {"message": f"bad {planted}", "code": planted, "type": planted}}
+        return httpx.Response(400, json=body, headers={"x-request-id": planted})
+
+    @tool
+    def echoing(context: ToolContext) -> int:
+        """Call an upstream that echoes what it was sent."""
+        with httpx.Client(transport=httpx.MockTransport(upstream)) as client:
+            client.get("https://api.example.com/x").raise_for_status()
+        return 1
+
+    context = ToolContext(secrets={"K": planted})
+    result = run(echoing, {}, context=context, include_stacktrace=True)
+    assert result.kind is ErrorKind.UPSTREAM_RUNTIME_BAD_REQUEST
+    assert planted not in json.dumps(result.to_dict())
