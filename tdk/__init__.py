@@ -45,14 +45,33 @@ from tdk.errors import (
 )
 
 if TYPE_CHECKING:
+    from tdk.http import (
+        araise_for_upstream,
+        classify,
+        install,
+        parse_retry_after_ms,
+        raise_for_upstream,
+    )
     from tdk.runner import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy, ToolCall, ToolRunner
 
-#: Names imported on first use: the runner is not needed to define or run a tool, and
-#: importing it eagerly would cost every ``import tdk``.
-_LAZY: dict[str, str] = dict.fromkeys(
-    ("Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy", "ToolCall", "ToolRunner"),
-    "tdk.runner",
-)
+#: Names imported on first use: neither the runner nor the HTTP hook is needed to define or
+#: run a tool, and importing them eagerly would cost every ``import tdk``.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        ("Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy", "ToolCall", "ToolRunner"),
+        "tdk.runner",
+    ),
+    **dict.fromkeys(
+        (
+            "araise_for_upstream",
+            "classify",
+            "install",
+            "parse_retry_after_ms",
+            "raise_for_upstream",
+        ),
+        "tdk.http",
+    ),
+}
 
 
 def __getattr__(name: str) -> object:
@@ -110,5 +129,10 @@ __all__ = [
     "UpstreamServerError",
     "UpstreamValidationError",
     "__version__",
+    "araise_for_upstream",
+    "classify",
+    "install",
+    "parse_retry_after_ms",
+    "raise_for_upstream",
     "tool",
 ]
