@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 from pydantic_core.core_schema import ErrorType
 
+from tdk._classify import to_tool_error
 from tdk._context import ToolContext
 from tdk._result import ToolResult
 from tdk.errors import (
@@ -89,7 +90,7 @@ async def execute(
     try:
         if spec.requirements.secrets or spec.requirements.metadata:
             _check_requirements(spec, context)
-        kwargs = spec.arguments(_validate_arguments(spec.input_model, arguments), context)
+        kwargs = spec.arguments(_validate_arguments(spec, arguments), context)
         attempts = 1
         if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
             value = fn(**kwargs)
@@ -210,7 +211,8 @@ def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
         )
 
 
-def _validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseModel:
+def _validate_arguments(spec: ToolSpec, arguments: Arguments) -> BaseModel:
+    model = spec.input_model
     try:
         if isinstance(arguments, str | bytes):
             if not arguments.strip():
@@ -223,20 +225,21 @@ def _validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseMod
         return validated
     except ValidationError as exc:
         # Not chained: a ValidationError's text quotes the submitted values.
-        raise _input_error(exc, model) from None
+        raise _input_error(exc, spec.parameter_list) from None
 
 
-def _input_error(exc: ValidationError, model: type[BaseModel]) -> ToolInputError:
+def _input_error(exc: ValidationError, parameters: str) -> ToolInputError:
+    """The error for arguments that did not validate; ``parameters`` is the tool's
+    :attr:`~tdk._definition.ToolSpec.parameter_list`."""
     errors = []
     for error in exc.errors(include_url=False, include_context=False, include_input=False):
-        field = ".".join(str(part) for part in error["loc"])
+        field = ".".join(map(str, error["loc"]))
         errors.append({"field": field, "problem": _problem(error["type"], error["msg"], field)})
-    parameters = ", ".join(info.alias or field for field, info in model.model_fields.items())
     listed = "; ".join(
         f"'{e['field']}' {e['problem']}" if e["field"] else e["problem"] for e in errors
     )
     return ToolInputError(
-        f"Invalid arguments: {listed}. Parameters: {parameters or 'none'}. "
+        f"Invalid arguments: {listed}. Parameters: {parameters}. "
         "Fix the arguments and call the tool again.",
         errors=errors,
     )
@@ -337,8 +340,6 @@ def map_direct_call_error(
 ) -> ToolError:
     """The tdk error a direct call of a tool raises for ``exc``; ``exc`` itself when it is a
     tdk error. Secrets of a ``ToolContext`` among the call's arguments are redacted."""
-    from tdk._classify import to_tool_error
-
     contexts = [a for a in (*args, *kwargs.values()) if isinstance(a, ToolContext)]
     error = to_tool_error(exc, secrets=[s for c in contexts for s in _secrets_of(c)])
     if error.tool_name is None:

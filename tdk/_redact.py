@@ -12,7 +12,7 @@ Everything tdk writes for a model, a developer or a log passes through :func:`re
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Final
 from urllib.parse import unquote
 
@@ -59,10 +59,15 @@ _REDACTION_LOOKAHEAD: Final = 4096
 
 # Userinfo runs to the LAST '@' before the path: a password may itself contain '@'.
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s?#]*@")
-# One pass finds every ``name:`` / ``name=``; the name decides whether the value after it
-# goes. (Possessive quantifiers and the look-behind keep it linear: a big alternation of
-# secret names, tried at every position, was twenty times slower.)
-_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+[\"']?")
+# Every ``name:`` / ``name=`` is found from its separator: the separators are found with
+# ``str.find``, and the name is read backwards from each, on the reversed text.
+# This finds exactly the matches of the forward pattern
+#     (?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)(["']?)\s*+([:=])\s*+["']?
+# (a whole run of name characters, an optional quote, spaces, the separator), which tried a
+# match at the start of every word and was several times slower on ordinary prose; a test
+# compares the two on generated texts. The name decides whether the value after it goes.
+_NAME_BEFORE_REVERSED = re.compile(r"\s*+([\"']?)([A-Za-z0-9_.%-]++)")
+_AFTER_SEPARATOR = re.compile(r"\s*+[\"']?")
 _HEADER_VALUE = re.compile(r"[^\r\n\"',}]*+")
 _QUERY_VALUE = re.compile(r"[^&\s#'\"<>]*+")
 _TOKEN_SHAPES = re.compile(
@@ -83,26 +88,45 @@ _TOKEN_SHAPES = re.compile(
 _TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA", "eyJ")
 
 
+def _separators(text: str) -> Iterator[int]:
+    """Positions of every ':' and '=' in ``text``, in order (``str.find``: far faster than a
+    regular expression scanning for either)."""
+    colon, equals = text.find(":"), text.find("=")
+    while colon >= 0 or equals >= 0:
+        if equals < 0 or 0 <= colon < equals:
+            yield colon
+            colon = text.find(":", colon + 1)
+        else:
+            yield equals
+            equals = text.find("=", equals + 1)
+
+
 def _scrub_assignments(text: str) -> str:
     pieces: list[str] = []
     done = 0
-    for match in _ASSIGNMENT.finditer(text):
-        if match.start() < done:
-            continue  # inside a value already removed
-        name = match[1].lower()
+    size = len(text)
+    reversed_text = text[::-1]
+    for at in _separators(text):
+        before = _NAME_BEFORE_REVERSED.match(reversed_text, size - at)
+        if before is None or size - before.end() < done:
+            continue  # no name, or inside a value already removed
+        name = before[2][::-1].lower()
         if "%" in name:
             name = unquote(name)
         if name in SECRET_HEADER_NAMES:  # a header line: the value runs to the end of the line
-            value = _HEADER_VALUE.match(text, match.end())
+            value_pattern = _HEADER_VALUE
         elif name in SECRET_QUERY_NAMES and (
-            match[3] == "=" or (match[2] and name not in _AMBIGUOUS_NAMES)  # "api_key": "..."
+            text[at] == "=" or (before[1] and name not in _AMBIGUOUS_NAMES)  # "api_key": "..."
         ):
-            value = _QUERY_VALUE.match(text, match.end())
+            value_pattern = _QUERY_VALUE
         else:
             continue
+        after = _AFTER_SEPARATOR.match(text, at + 1)
+        assert after is not None  # it matches the empty string
+        value = value_pattern.match(text, after.end())
         assert value is not None  # both value patterns match the empty string
-        if value.end() > match.end():
-            pieces += (text[done : match.end()], REDACTED)
+        if value.end() > after.end():
+            pieces += (text[done : after.end()], REDACTED)
             done = value.end()
     return "".join(pieces) + text[done:] if pieces else text
 

@@ -269,7 +269,8 @@ class ToolError(Exception):
         """Milliseconds to wait before retrying; None means unknown."""
         self.status_code: int | None = options.get("status_code")
         """The upstream HTTP status, when there is one."""
-        self.details: dict[str, Any] = _json_safe_mapping(options.get("details") or {})
+        details = options.get("details")
+        self.details: dict[str, Any] = _json_safe_mapping(details) if details else {}
         """JSON-safe facts with fixed keys per class (``tool_name``, ``timeout``, ...)."""
         self.additional_prompt_content: str | None = options.get("additional_prompt_content")
         """Guidance for the model: what to do differently next time."""
@@ -763,10 +764,8 @@ class ErrorInfo(BaseModel):
         """Classify any exception: tdk's own keep their fields; httpx, timeouts and the rest
         are mapped by the one table of ``docs/errors.md`` (unknown ones become
         ``TOOL_RUNTIME_FATAL`` naming only the exception type)."""
-        from tdk._classify import to_tool_error
-
         secrets = tuple(secrets)
-        error = to_tool_error(exc, secrets=secrets)
+        error = _classify.to_tool_error(exc, secrets=secrets)
         record = error._record()
         if error is exc:
             # Raised by code as it is: its texts are its author's. (An error the mapping table
@@ -800,9 +799,7 @@ class ErrorInfo(BaseModel):
         Text in tdk's own ``str()`` format (``[KIND] ClassName ...: message``) recovers its kind
         and class; any other text becomes kind ``UNKNOWN``. The text is redacted either way.
         """
-        from tdk._classify import parse_error_string
-
-        kind, error, parsed_tool, message = parse_error_string(redact_text(text))
+        kind, error, parsed_tool, message = _classify.parse_error_string(redact_text(text))
         return cls(
             error=error,
             kind=kind,
@@ -838,20 +835,31 @@ def _json_safe_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
 
 def _json_safe(value: object, depth: int) -> Any:
     """A JSON-safe copy: containers copied, non-finite floats and unknown objects named."""
-    if type(value) in _JSON_SCALARS:  # the common case, decided by one lookup
+    kind = type(value)
+    if kind in _JSON_SCALARS:  # the common case, decided by one lookup
         return value
-    if isinstance(value, enum.Enum):
-        value = value.value
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+    if kind is not dict and kind is not list:  # plain dicts and lists go straight to the copy
+        if isinstance(value, enum.Enum):
+            value = value.value
+        if value is None or isinstance(value, (str, bool, int)):
+            return value
+        if isinstance(value, float):
+            return value if math.isfinite(value) else str(value)
     if depth >= _MAX_DETAILS_DEPTH:
         return "<nested too deeply>"
-    if isinstance(value, Mapping):
-        return {str(key): _json_safe(item, depth + 1) for key, item in value.items()}
+    # Items of the scalar types are kept here, as the call for each would keep them; a plain
+    # list skips the (slower) Mapping check, which it could never pass.
+    if kind is not list and isinstance(value, Mapping):
+        return {
+            key if type(key) is str else str(key): item
+            if type(item) in _JSON_SCALARS
+            else _json_safe(item, depth + 1)
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_json_safe(item, depth + 1) for item in value]
+        return [
+            item if type(item) in _JSON_SCALARS else _json_safe(item, depth + 1) for item in value
+        ]
     return f"<{type(value).__name__}>"
 
 
@@ -873,19 +881,31 @@ def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
         return value
     if isinstance(value, str):
         return redact_text(value, secrets)
+    # (A string item is redacted here directly, as the call for it would: one call less each.)
     if isinstance(value, dict):
         return {
-            key: REDACTED if key.lower() in SECRET_KEYS else _redact_json(item, secrets)
+            key: REDACTED
+            if key.lower() in SECRET_KEYS
+            else redact_text(item, secrets)
+            if type(item) is str
+            else _redact_json(item, secrets)
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [_redact_json(item, secrets) for item in value]
+        return [
+            redact_text(item, secrets) if type(item) is str else _redact_json(item, secrets)
+            for item in value
+        ]
     return value
 
 
 def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:
-    from tdk._classify import scrub_requests
-
     # traceback copes with hostile __str__ and cyclic chains on its own.
     text = "".join(traceback.format_exception(exc))
-    return scrub_requests(text, exc, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)
+    return _classify.scrub_requests(text, exc, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)
+
+
+# The mapping table needs the classes above, and ErrorInfo needs the table: imported last, so
+# that either module may be imported first (a function-level import cost about 1 us per failed
+# call). The names are looked up on the module when called, once both are complete.
+from tdk import _classify  # noqa: E402

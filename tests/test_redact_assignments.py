@@ -1,0 +1,87 @@
+"""The separator-driven ``_scrub_assignments`` finds exactly what the forward pattern found.
+
+``_reference_scrub`` is the former implementation (one regular expression tried at the start
+of every word), kept here as the specification of the fast one.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tdk._redact import (
+    _AMBIGUOUS_NAMES,
+    _HEADER_VALUE,
+    _QUERY_VALUE,
+    REDACTED,
+    SECRET_HEADER_NAMES,
+    SECRET_QUERY_NAMES,
+    _scrub_assignments,
+)
+
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+[\"']?")
+
+
+def _reference_scrub(text: str) -> str:
+    pieces: list[str] = []
+    done = 0
+    for match in _ASSIGNMENT.finditer(text):
+        if match.start() < done:
+            continue
+        name = match[1].lower()
+        if "%" in name:
+            name = unquote(name)
+        if name in SECRET_HEADER_NAMES:
+            value = _HEADER_VALUE.match(text, match.end())
+        elif name in SECRET_QUERY_NAMES and (
+            match[3] == "=" or (match[2] and name not in _AMBIGUOUS_NAMES)
+        ):
+            value = _QUERY_VALUE.match(text, match.end())
+        else:
+            continue
+        assert value is not None
+        if value.end() > match.end():
+            pieces += (text[done : match.end()], REDACTED)
+            done = value.end()
+    return "".join(pieces) + text[done:] if pieces else text
+
+
+_NAMES = [*sorted(SECRET_HEADER_NAMES | SECRET_QUERY_NAMES), "x", "Key", "api%5Fkey", "error"]
+_PIECES = st.one_of(
+    st.sampled_from(_NAMES),
+    st.sampled_from([":", "=", " ", "  ", "\t", "\n", "'", '"', ",", "}", "&", "#", "%", "-"]),
+    st.sampled_from(["\u00a0", "\u2003", "é", "abc", "s3cr3t", "a.b", "1"]),
+    st.text(alphabet="ab=:'\" _-%.\n", max_size=6),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_PIECES, max_size=24).map("".join))
+def test_same_result_as_the_forward_pattern(text: str) -> None:
+    assert _scrub_assignments(text) == _reference_scrub(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=80))
+def test_same_result_on_any_text(text: str) -> None:
+    assert _scrub_assignments(text) == _reference_scrub(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: Bearer abc\nnext: 1",
+        'api_key=\'abc\' token = "def" code=1 "key": "v" \'auth\':x',
+        "a=b=c api_key==x key=:y",
+        "password :\u00a0'x' api%5Fkey=z Cookie\t:\tc=d; e=f",
+        "x=api_key=secret&token=t#frag",
+        "session: 1, 'session': 2, session=3",
+        ":=leading separators= api_key",
+    ],
+)
+def test_same_result_on_known_shapes(text: str) -> None:
+    assert _scrub_assignments(text) == _reference_scrub(text)
