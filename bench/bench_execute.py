@@ -2,8 +2,8 @@
 
 The floor is what any framework must do: validate the arguments with a pydantic model, call the
 function, validate and serialise the return value. Paths measured: success (async and sync),
-the error path (the tool raises) and the invalid-arguments path. When ``arcade-core`` is
-installed (``pip install arcade-core``), its ``ToolExecutor.run`` is measured too.
+the error path (the tool raises) and the invalid-arguments path. (A comparison with
+arcade-core's ``ToolExecutor.run`` is not written yet.)
 
 Run: python bench/bench_execute.py [--calls N]
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import importlib.util
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -127,16 +126,6 @@ async def per_call_us(
     return best
 
 
-def arcade_paths() -> dict[str, Callable[[], Awaitable[Any]]]:
-    """The same paths through arcade-core's ToolExecutor, when it is installed."""
-    if importlib.util.find_spec("arcade_core") is None:
-        return {}
-    import _arcade  # type: ignore[import-not-found]  # bench/_arcade.py, beside this file
-
-    paths: dict[str, Callable[[], Awaitable[Any]]] = _arcade.build(ARGS, BAD_ARGS)
-    return paths
-
-
 async def main(calls: int) -> None:
     rows = [
         ("success, async tool", floor_async, lambda: search.run(ARGS), 1.5),
@@ -145,18 +134,12 @@ async def main(calls: int) -> None:
         ("error path (tool raises)", floor_error, lambda: failing.run(ARGS), 3.0),
         ("invalid arguments", floor_invalid, lambda: search.run(BAD_ARGS), 3.0),
     ]
-    competitor = arcade_paths()
-    print(f"{'path':34} {'floor us':>9} {'tdk us':>8} {'ratio':>6} {'target':>7}", end="")
-    print(f" {'arcade us':>10} {'tdk faster':>10}" if competitor else "")
+    print(f"{'path':34} {'floor us':>9} {'tdk us':>8} {'ratio':>6} {'target':>7}")
     for label, floor, ours, target in rows:
         calls_here = calls // 10 if "sync" in label else calls
         floor_us, ours_us = await per_call_us(calls_here // 4, floor, ours)
         ratio = ours_us / floor_us
-        line = f"{label:34} {floor_us:9.2f} {ours_us:8.2f} {ratio:5.2f}x {target:6.1f}x"
-        if label in competitor:
-            (theirs,) = await per_call_us(calls_here // 4, competitor[label])
-            line += f" {theirs:10.2f} {theirs / ours_us:9.1f}x"
-        print(line)
+        print(f"{label:34} {floor_us:9.2f} {ours_us:8.2f} {ratio:5.2f}x {target:6.1f}x")
 
 
 if __name__ == "__main__":
