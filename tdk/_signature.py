@@ -235,8 +235,9 @@ class Parameters:
                 default_value = info.default
         description = (description or "").strip() or self.doc.params.get(name, "")
         if not description:
+            # Still built into the model below, so that its type and default are checked too:
+            # every problem of the parameter is reported at once.
             self._missing_description(name)
-            ok = False
         if not ok or advertised is None:
             return
         if default_value is not parameter.empty:

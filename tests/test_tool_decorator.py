@@ -306,3 +306,17 @@ def test_renamed_parameter_is_recorded() -> None:
     assert dict(find.spec.renames) == {"q": "query"}
     assert (find.spec.advertised("q"), find.spec.advertised("limit")) == ("query", "limit")
     assert dict(search_issues.spec.renames) == {}
+
+
+def test_a_parameter_without_description_still_has_its_default_checked() -> None:
+    """Every problem of one parameter is reported together: no description AND a bad default."""
+    from tdk.errors import ToolInputSchemaError
+
+    def search(limit: int = "ten") -> int:  # type: ignore[assignment]
+        """Search."""
+        return 0
+
+    with pytest.raises(ToolInputSchemaError) as caught:
+        tool(search)
+    problems = [(p["kind"], p["parameter"]) for p in caught.value.details["problems"]]
+    assert problems == [("missing_parameter_description", "limit"), ("invalid_default", "limit")]
