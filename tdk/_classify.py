@@ -185,9 +185,10 @@ def scrub_requests(
     chained to it replaced by its redacted form (httpx puts whole URLs, credentials included,
     into its messages), and those requests' credentials scrubbed by exact value."""
     secrets = list(secrets)
-    for request in _requests_in_chain(exc):
-        from tdk.http._classify import request_secrets
-
+    requests = list(_requests_in_chain(exc))
+    if requests:
+        from tdk.http._classify import request_secrets  # only when httpx requests are involved
+    for request in requests:
         url = str(request.url)
         text = text.replace(url, redact_url(url))
         secrets += request_secrets(request)
