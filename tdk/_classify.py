@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, NamedTuple, TypedDict
 
 from tdk._redact import redact_text, redact_url
 from tdk.errors import (
@@ -31,16 +31,48 @@ HTTPX_MODULES: Final = frozenset({"httpx", "httpx2"})
 _K = ErrorKind
 #: How many chained exceptions are searched for requests.
 _MAX_CHAIN: Final = 16
-_Build = Callable[[BaseException, Iterable[str]], ToolError]
+#: Longest exception type name a description keeps (dynamic classes may have any name).
+_MAX_TYPE_NAME: Final = 200
+
+
+class MappedOptions(TypedDict, total=False):
+    """The options a row of the table gives its error class (texts already redacted)."""
+
+    kind: ErrorKind
+    developer_message: str
+    details: dict[str, Any]
+
+
+class Mapped(NamedTuple):
+    """A foreign exception's tdk error before it is made: its class, its model-facing message
+    and its options. :meth:`build` makes the exception (for a direct call, which raises it);
+    :meth:`ErrorInfo.from_exception` reads the fields without making it, which saves a third
+    of the cost of a failed call. Rows whose class adjusts its fields when made (an
+    ``UpstreamError`` picks its subclass and retryability) return the error itself instead.
+    """
+
+    cls: type[ToolError]
+    message: str
+    options: MappedOptions
+
+    def build(self) -> ToolError:
+        """The tdk error these fields describe."""
+        return self.cls(self.message, **self.options)  # type: ignore[arg-type]
+
+
+_Build = Callable[[BaseException, Iterable[str]], Mapped | ToolError]
 
 
 def _network(kind: ErrorKind, message: str) -> _Build:
-    def build(exc: BaseException, secrets: Iterable[str]) -> ToolError:
-        return NetworkTransportError(
+    def build(exc: BaseException, secrets: Iterable[str]) -> Mapped:
+        return Mapped(
+            NetworkTransportError,
             message,
-            kind=kind,  # type: ignore[arg-type]
-            developer_message=describe(exc, secrets),
-            details=_request_details(exc),
+            {
+                "kind": kind,
+                "developer_message": describe(exc, secrets),
+                "details": _request_details(exc),
+            },
         )
 
     return build
@@ -98,29 +130,34 @@ HTTPX_TABLE: Final[Mapping[str, _Build]] = {
 }
 
 
-def _timeout(exc: BaseException, secrets: Iterable[str]) -> ToolError:
-    return ToolTimeoutError("The tool timed out.", developer_message=describe(exc, secrets))
-
-
-def _cancelled(exc: BaseException, secrets: Iterable[str]) -> ToolError:
-    return ToolCancelledError(
-        "The tool's work was cancelled.", developer_message=describe(exc, secrets)
+def _timeout(exc: BaseException, secrets: Iterable[str]) -> Mapped:
+    return Mapped(
+        ToolTimeoutError, "The tool timed out.", {"developer_message": describe(exc, secrets)}
     )
 
 
-def _group(exc: BaseException, secrets: Iterable[str]) -> ToolError:
+def _cancelled(exc: BaseException, secrets: Iterable[str]) -> Mapped:
+    return Mapped(
+        ToolCancelledError,
+        "The tool's work was cancelled.",
+        {"developer_message": describe(exc, secrets)},
+    )
+
+
+def _group(exc: BaseException, secrets: Iterable[str]) -> Mapped:
     members = sorted({type(e).__name__ for e in getattr(exc, "exceptions", ())})
-    return FatalToolError(
+    return Mapped(
+        FatalToolError,
         f"The tool failed with several errors at once ({', '.join(members)}).",
-        developer_message=describe(exc, secrets),
-        details={"exceptions": members},
+        {"developer_message": describe(exc, secrets), "details": {"exceptions": members}},
     )
 
 
-def _fatal(exc: BaseException, secrets: Iterable[str]) -> ToolError:
-    return FatalToolError(
+def _fatal(exc: BaseException, secrets: Iterable[str]) -> Mapped:
+    return Mapped(
+        FatalToolError,
         f"An unhandled {type(exc).__name__} was raised by the tool.",
-        developer_message=describe(exc, secrets),
+        {"developer_message": describe(exc, secrets)},
     )
 
 
@@ -136,9 +173,16 @@ def to_tool_error(exc: BaseException, *, secrets: Iterable[str] = ()) -> ToolErr
     """The tdk error for ``exc``: itself when it is one, else the mapped error chained to it."""
     if isinstance(exc, ToolError):
         return exc
-    error = _builder_for(exc)(exc, secrets)
+    mapped = map_foreign(exc, secrets)
+    error = mapped.build() if isinstance(mapped, Mapped) else mapped
     error.__cause__ = exc
     return error
+
+
+def map_foreign(exc: BaseException, secrets: Iterable[str]) -> Mapped | ToolError:
+    """The row of the table for ``exc`` (not a tdk error), applied: texts are redacted with
+    ``secrets`` and the requests ``exc`` carries."""
+    return _builder_for(exc)(exc, secrets)
 
 
 #: Exception type -> its row, remembered after the first MRO walk (bounded: cleared when full).
@@ -174,8 +218,11 @@ def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
         text = str(exc)
     except Exception:  # a hostile __str__, or one returning a non-string
         text = "<str() of the exception raised>"
-    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return scrub_requests(line, exc, secrets, limit=MAX_DEVELOPER_MESSAGE_CHARS)
+    name = type(exc).__name__[:_MAX_TYPE_NAME]  # code, not data: kept as it is
+    if not text:
+        return name
+    limit = MAX_DEVELOPER_MESSAGE_CHARS - len(name) - 2
+    return f"{name}: {scrub_requests(text, exc, secrets, limit=limit)}"
 
 
 def scrub_requests(
@@ -184,19 +231,21 @@ def scrub_requests(
     """``text`` redacted, with every URL of a request carried by ``exc`` or the exceptions
     chained to it replaced by its redacted form (httpx puts whole URLs, credentials included,
     into its messages), and those requests' credentials scrubbed by exact value."""
-    secrets = list(secrets)
-    requests = list(_requests_in_chain(exc))
+    requests = _requests_in_chain(exc)
     if requests:
         from tdk.http._classify import request_secrets  # only when httpx requests are involved
-    for request in requests:
-        url = str(request.url)
-        text = text.replace(url, redact_url(url))
-        secrets += request_secrets(request)
+
+        secrets = list(secrets)
+        for request in requests:
+            url = str(request.url)
+            text = text.replace(url, redact_url(url))
+            secrets += request_secrets(request)
     return redact_text(text, secrets, limit=limit)
 
 
-def _requests_in_chain(exc: BaseException) -> Iterator[Any]:
+def _requests_in_chain(exc: BaseException) -> list[Any]:
     """The httpx(2) requests of ``exc`` and of its causes and contexts (each once)."""
+    requests = []
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and len(seen) < _MAX_CHAIN:
@@ -204,8 +253,9 @@ def _requests_in_chain(exc: BaseException) -> Iterator[Any]:
         if type(current).__module__.partition(".")[0] in HTTPX_MODULES:
             request = _request_of(current)
             if request is not None:
-                yield request
+                requests.append(request)
         current = current.__cause__ or current.__context__
+    return requests
 
 
 def _request_of(exc: BaseException) -> Any:

@@ -136,13 +136,13 @@ class ToolSpec:
     field_parameters: tuple[tuple[str, str], ...] = ()
     """(model field, Python parameter) pairs for the few names pydantic cannot use as fields
     (``json``, ``schema``, ``_private``...); every other field is named like its parameter."""
-    parameter_list: str = field(init=False)
-    """The advertised argument names, comma-separated (``none`` when there are none), as an
-    input error lists them; derived from ``input_model``."""
+    parameter_names: tuple[str, ...] = field(init=False)
+    """The advertised argument names, in order, as an input error lists them; derived from
+    ``input_model``."""
 
     def __post_init__(self) -> None:
         names = (info.alias or name for name, info in self.input_model.model_fields.items())
-        object.__setattr__(self, "parameter_list", ", ".join(names) or "none")
+        object.__setattr__(self, "parameter_names", tuple(names))
 
     def advertised(self, parameter: str) -> str:
         """The name under which the input schema advertises a Python parameter."""

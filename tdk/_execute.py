@@ -23,6 +23,7 @@ from pydantic_core.core_schema import ErrorType
 
 from tdk._classify import to_tool_error
 from tdk._context import ToolContext
+from tdk._redact import redact_text
 from tdk._result import ToolResult
 from tdk.errors import (
     ErrorInfo,
@@ -32,6 +33,7 @@ from tdk.errors import (
     ToolOutputError,
     ToolRequirementError,
     ToolTimeoutError,
+    info_for,
 )
 
 if TYPE_CHECKING:
@@ -90,7 +92,12 @@ async def execute(
     try:
         if spec.requirements.secrets or spec.requirements.metadata:
             _check_requirements(spec, context)
-        kwargs = spec.arguments(_validate_arguments(spec, arguments), context)
+        try:
+            validated = _validate_arguments(spec.input_model, arguments)
+        except ValidationError as invalid:
+            info = _input_error(invalid, spec, name, context)
+            return _finish(name, info, call_id=call_id, attempts=0, started=start)
+        kwargs = spec.arguments(validated, context)
         attempts = 1
         if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
             value = fn(**kwargs)
@@ -156,6 +163,13 @@ def failed(
     info = ErrorInfo.from_exception(
         exc, name, include_stacktrace=include_stacktrace, secrets=_secrets_of(context)
     )
+    return _finish(name, info, call_id=call_id, attempts=attempts, started=started)
+
+
+def _finish(
+    name: str, info: ErrorInfo, *, call_id: str | None, attempts: int, started: float
+) -> ToolResult:
+    """The result of a failed call, logged once."""
     _log_failure(info)
     return _new_result(
         {
@@ -211,38 +225,48 @@ def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
         )
 
 
-def _validate_arguments(spec: ToolSpec, arguments: Arguments) -> BaseModel:
-    model = spec.input_model
-    try:
-        if isinstance(arguments, str | bytes):
-            if not arguments.strip():
-                return model.model_validate({})
-            return model.model_validate_json(arguments)
-        # The validator itself: model_validate() adds a Python frame per call.
-        validated: BaseModel = model.__pydantic_validator__.validate_python(
-            {} if arguments is None else arguments
-        )
-        return validated
-    except ValidationError as exc:
-        # Not chained: a ValidationError's text quotes the submitted values.
-        raise _input_error(exc, spec.parameter_list) from None
+def _validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseModel:
+    if isinstance(arguments, str | bytes):
+        if not arguments.strip():
+            return model.model_validate({})
+        return model.model_validate_json(arguments)
+    # The validator itself: model_validate() adds a Python frame per call.
+    validated: BaseModel = model.__pydantic_validator__.validate_python(
+        {} if arguments is None else arguments
+    )
+    return validated
 
 
-def _input_error(exc: ValidationError, parameters: str) -> ToolInputError:
-    """The error for arguments that did not validate; ``parameters`` is the tool's
-    :attr:`~tdk._definition.ToolSpec.parameter_list`."""
+def _input_error(
+    exc: ValidationError, spec: ToolSpec, name: str, context: ToolContext | None
+) -> ErrorInfo:
+    """The error for arguments that did not validate: every field and what it expects.
+
+    The text is made safe here, piece by piece, instead of scanned whole afterwards: pydantic's
+    messages are kept only when they are templates over the schema (see :func:`_problem`), and
+    a field path is kept as it is only when it names a parameter. Any other path may carry what
+    the model sent (an unknown key, a key of a mapping), so it is redacted. The
+    ``ValidationError`` itself is dropped: its text quotes the submitted values.
+    """
     errors = []
+    listed = []
+    parameters = spec.parameter_names
+    secrets = _secrets_of(context)
     for error in exc.errors(include_url=False, include_context=False, include_input=False):
-        field = ".".join(map(str, error["loc"]))
-        errors.append({"field": field, "problem": _problem(error["type"], error["msg"], field)})
-    listed = "; ".join(
-        f"'{e['field']}' {e['problem']}" if e["field"] else e["problem"] for e in errors
+        loc = error["loc"]
+        if len(loc) == 1 and loc[0] in parameters:
+            field = str(loc[0])
+        else:
+            field = redact_text(".".join(map(str, loc)), secrets)
+        problem = _problem(error["type"], error["msg"], field)
+        errors.append({"field": field, "problem": problem})
+        listed.append(f"'{field}' {problem}" if field else problem)
+    message = (
+        f"Invalid arguments: {'; '.join(listed)}. "
+        f"Parameters: {', '.join(parameters) or 'none'}. "
+        "Fix the arguments and call the tool again."
     )
-    return ToolInputError(
-        f"Invalid arguments: {listed}. Parameters: {parameters}. "
-        "Fix the arguments and call the tool again.",
-        errors=errors,
-    )
+    return info_for(ToolInputError, message, name, details={"errors": errors})
 
 
 def _problem(error_type: str, message: str, field: str) -> str:

@@ -765,19 +765,25 @@ class ErrorInfo(BaseModel):
         are mapped by the one table of ``docs/errors.md`` (unknown ones become
         ``TOOL_RUNTIME_FATAL`` naming only the exception type)."""
         secrets = tuple(secrets)
-        error = _classify.to_tool_error(exc, secrets=secrets)
-        record = error._record()
-        if error is exc:
-            # Raised by code as it is: its texts are its author's. (An error the mapping table
-            # built for a foreign exception was made from text already redacted with these
-            # same secrets, so it is not scanned twice.)
+        if isinstance(exc, ToolError):
+            # Raised by code as it is: its texts are its author's, so they are redacted here.
+            record = exc._record()
             for name in ("message", "developer_message", "additional_prompt_content"):
                 if record[name]:
                     record[name] = redact_text(record[name], secrets)
             record["details"] = _redact_json(record["details"], secrets)
+            cause = exc.__cause__
+        else:
+            # Mapped by the table from text it already redacted with these same secrets (not
+            # scanned twice), and read without making the error when the row allows it.
+            mapped = _classify.map_foreign(exc, secrets)
+            if isinstance(mapped, ToolError):
+                record = mapped._record()
+            else:
+                record = _mapped_record(mapped.cls, mapped.message, **mapped.options)
+            cause = exc
         if record["tool_name"] is None:
             record["tool_name"] = tool_name
-        cause = exc if error is not exc else error.__cause__
         record["cause"] = type(cause).__name__ if cause is not None else None
         record["stacktrace"] = _stacktrace(exc, secrets) if include_stacktrace else None
         try:
@@ -810,6 +816,49 @@ class ErrorInfo(BaseModel):
             tool_name=tool_name if tool_name is not None else parsed_tool,
             max_retry_attempts=DEFAULT_MAX_RETRY_ATTEMPTS if kind.default_retryable else 0,
         )
+
+
+def info_for(
+    cls: type[ToolError], message: str, tool_name: str, *, details: Mapping[str, Any]
+) -> ErrorInfo:
+    """The :class:`ErrorInfo` of ``cls(message, details=details)`` raised by ``tool_name``,
+    without making the error: for failures tdk describes itself, in text it has made safe
+    (so it is not scanned again). ``cls`` keeps its kind's default retryability."""
+    record = _mapped_record(cls, message, details=details)
+    record["tool_name"] = tool_name
+    record["cause"] = record["stacktrace"] = None
+    info: ErrorInfo = ErrorInfo.__pydantic_validator__.validate_python(record)
+    return info
+
+
+def _mapped_record(
+    cls: type[ToolError],
+    message: str,
+    *,
+    kind: ErrorKind | None = None,
+    developer_message: str | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What ``cls(message, kind=..., developer_message=..., details=...)._record()`` would be,
+    without making the error. Only for classes that keep their kind's default retryability,
+    and for ``details`` that tdk built JSON-safe (a test compares the two for every row of the
+    mapping table)."""
+    kind = cls.kind if kind is None else kind
+    retryable = kind.default_retryable
+    return {
+        "error": cls.__name__,
+        "kind": kind,
+        "category": kind.category,
+        "message": message,
+        "developer_message": developer_message,
+        "retryable": retryable,
+        "retry_after_ms": None,
+        "status_code": None,
+        "additional_prompt_content": None,
+        "tool_name": None,
+        "max_retry_attempts": DEFAULT_MAX_RETRY_ATTEMPTS if retryable else 0,
+        "details": dict(details) if details else {},
+    }
 
 
 def _with_details(options: Any, **specific: object) -> Any:

@@ -55,7 +55,7 @@ def test_redact_json_redacts_every_string_however_reached() -> None:
     assert _redact_json((TOKEN,), ()) == (TOKEN,)  # not JSON-safe data: left as it is
 
 
-def test_parameter_list_names_the_advertised_arguments() -> None:
+def test_parameter_names_are_the_advertised_arguments() -> None:
     @tool
     def nothing() -> int:
         """Nothing."""
@@ -66,8 +66,8 @@ def test_parameter_list_names_the_advertised_arguments() -> None:
         """Renamed."""
         return limit
 
-    assert nothing.spec.parameter_list == "none"
-    assert renamed.spec.parameter_list == "json, limit"
+    assert nothing.spec.parameter_names == ()
+    assert renamed.spec.parameter_names == ("json", "limit")
     result = renamed.run_sync({"limit": "x"})
     assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
     assert result.error is not None

@@ -242,6 +242,41 @@ def test_bad_input_never_echoes_values(arguments: Any) -> None:
         assert "SECRET-VALUE-123" not in json.dumps(error[key]).replace("SECRET-VALUE-123x", "")
 
 
+@tool
+def tag(labels: Annotated[dict[str, int], "Label -> weight."]) -> int:
+    """Sum label weights."""
+    return sum(labels.values())
+
+
+CONTEXT_SECRET = "ctx-secret-4411"
+TOKEN = "sk-ant-REALLOOKINGTOKEN0123456789"
+
+
+@pytest.mark.parametrize(
+    ("target", "arguments"),
+    [
+        pytest.param(search, {"query": "x", CONTEXT_SECRET: 1}, id="unknown-key-is-a-secret"),
+        pytest.param(search, {"query": "x", TOKEN: 1}, id="unknown-key-is-a-token"),
+        pytest.param(
+            search, {"query": "x", f"api_key={CONTEXT_SECRET}": 1}, id="unknown-key-assigns"
+        ),
+        pytest.param(tag, {"labels": {CONTEXT_SECRET: "heavy"}}, id="mapping-key-is-a-secret"),
+        pytest.param(tag, {"labels": {TOKEN: "heavy"}}, id="mapping-key-is-a-token"),
+    ],
+)
+def test_bad_input_redacts_keys_the_model_sent(target: Tool[..., Any], arguments: Any) -> None:
+    """A field path is echoed so that the model can fix it, but a path made of what the model
+    sent (an unknown key, a mapping key) is redacted first: context secrets and token shapes
+    never come back, while the tool's own parameter names do."""
+    result = run(target, arguments, context=ToolContext(secrets={"api": CONTEXT_SECRET}))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    dumped = json.dumps(result.to_dict())
+    assert CONTEXT_SECRET not in dumped
+    assert TOKEN not in dumped
+    assert "[REDACTED]" in dumped
+    assert "Parameters: " in result.error.message  # type: ignore[union-attr]
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad output
 
