@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from tdk._classify import BUILTIN_TABLE, HTTPX_TABLE
+from tdk._classify import BUILTIN_TABLE, HTTPX_TABLE, to_tool_error
 from tdk.errors import (
     ErrorCategory,
     ErrorInfo,
@@ -133,6 +133,19 @@ def test_foreign_exceptions_map_by_the_table(
         assert info.message == message
     assert "pw@" not in json.dumps(info.to_dict())
     assert "sk-live" not in json.dumps(info.to_dict())
+
+
+@pytest.mark.parametrize(("exc", "kind", "message"), MAPPING_CASES)
+def test_reading_a_row_equals_making_its_error(
+    exc: BaseException, kind: ErrorKind, message: str | None
+) -> None:
+    """``from_exception`` reads a row's fields without making the error; the result is exactly
+    the ErrorInfo of the error a direct call would raise (the two paths cannot drift)."""
+    secrets = ["0123456789abcdef"]
+    read = ErrorInfo.from_exception(exc, "fetch", secrets=secrets)
+    made = to_tool_error(exc, secrets=secrets)
+    assert made.__cause__ is exc
+    assert read == ErrorInfo.from_exception(made, "fetch", secrets=secrets)
 
 
 def test_every_table_row_is_exercised() -> None:
