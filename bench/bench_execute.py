@@ -2,13 +2,15 @@
 
 The floor is what any framework must do: validate the arguments with a pydantic model, call the
 function, validate and serialise the return value. Paths measured: success (async and sync),
-the error path (the tool raises) and the invalid-arguments path. (A comparison with
-arcade-core's ``ToolExecutor.run`` is not written yet.)
+the error path (the tool raises) and the invalid-arguments path.
+
+When arcade-core is installed (``pip install -e '.[bench]'``), the same functions also run
+through its ``ToolExecutor.run``, in the same rounds, and the last column says how many times
+faster tdk is. Timings are the best of several interleaved rounds (a shared machine: the
+minimum is the least disturbed).
 
 Run: python bench/bench_execute.py [--calls N]
 """
-
-from __future__ import annotations
 
 import argparse
 import asyncio
@@ -25,44 +27,39 @@ ARGS = {"query": "python", "limit": 5, "exact": False}
 BAD_ARGS = {"query": "python", "limit": "many"}
 
 
-@tool
-async def search(
+# The plain functions: tdk and arcade-core each define their tools from these same ones.
+# (No ``from __future__ import annotations`` here: arcade-core reads the annotations as objects.)
+async def search_fn(
     query: Annotated[str, "What to search for."],
     limit: Annotated[int, "How many results."],
     exact: Annotated[bool, "Match exactly."] = False,
-) -> list[str]:
+) -> Annotated[list[str], "The results."]:
     """Search."""
     return [query] * limit
 
 
-@tool
-def search_sync(
+def search_sync_fn(
     query: Annotated[str, "What to search for."],
     limit: Annotated[int, "How many results."],
     exact: Annotated[bool, "Match exactly."] = False,
-) -> list[str]:
+) -> Annotated[list[str], "The results."]:
     """Search (sync)."""
     return [query] * limit
 
 
-@tool(inline=True)
-def search_inline(
+async def failing_fn(
     query: Annotated[str, "What to search for."],
     limit: Annotated[int, "How many results."],
     exact: Annotated[bool, "Match exactly."] = False,
-) -> list[str]:
-    """Search (sync, inline)."""
-    return [query] * limit
-
-
-@tool
-async def failing(
-    query: Annotated[str, "What to search for."],
-    limit: Annotated[int, "How many results."],
-    exact: Annotated[bool, "Match exactly."] = False,
-) -> list[str]:
+) -> Annotated[list[str], "The results."]:
     """Fail."""
     raise KeyError(query)
+
+
+search = tool(name="search")(search_fn)
+search_sync = tool(name="search_sync")(search_sync_fn)
+search_inline = tool(name="search_inline", inline=True)(search_sync_fn)
+failing = tool(name="failing")(failing_fn)
 
 
 class Arguments(BaseModel):
@@ -76,27 +73,27 @@ OUTPUT = TypeAdapter(list[str])
 
 async def floor_async() -> None:
     model = Arguments.model_validate(ARGS)
-    value = await search.fn(**model.__dict__)
+    value = await search_fn(**model.__dict__)
     OUTPUT.dump_python(OUTPUT.validate_python(value), mode="json")
 
 
 async def floor_sync() -> None:
     model = Arguments.model_validate(ARGS)
     loop = asyncio.get_running_loop()
-    value = await loop.run_in_executor(None, functools.partial(search_sync.fn, **model.__dict__))
+    value = await loop.run_in_executor(None, functools.partial(search_sync_fn, **model.__dict__))
     OUTPUT.dump_python(OUTPUT.validate_python(value), mode="json")
 
 
 async def floor_inline() -> None:
     model = Arguments.model_validate(ARGS)
-    value = search_inline.fn(**model.__dict__)
+    value = search_sync_fn(**model.__dict__)
     OUTPUT.dump_python(OUTPUT.validate_python(value), mode="json")
 
 
 async def floor_error() -> None:
     model = Arguments.model_validate(ARGS)
     try:
-        await failing.fn(**model.__dict__)
+        await failing_fn(**model.__dict__)
     except KeyError as exc:
         _ = {"error": type(exc).__name__, "message": "failed"}
 
@@ -126,20 +123,64 @@ async def per_call_us(
     return best
 
 
+def arcade_runner(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Awaitable[Any]] | None:
+    """``fn`` as arcade-core runs a tool (``ToolExecutor.run``), or None when it is not
+    installed. Its ``@tool`` lives in another package (arcade-tdk): the two attributes that
+    decorator sets are set here."""
+    try:
+        from arcade_core.catalog import ToolCatalog
+        from arcade_core.executor import ToolExecutor
+        from arcade_core.schema import ToolContext
+    except ImportError:
+        return None
+
+    runnable: Any = fn
+    runnable.__tool_name__ = fn.__name__
+    runnable.__tool_description__ = fn.__doc__
+    catalog = ToolCatalog()
+    catalog.add_tool(runnable, "Bench")
+    materialized = catalog.get_tool_by_name(f"Bench.{catalog.get_tool_names()[0].name}")
+    context = ToolContext()
+
+    def run(arguments: dict[str, Any]) -> Awaitable[Any]:
+        return ToolExecutor.run(
+            materialized.tool,
+            materialized.definition,
+            materialized.input_model,
+            materialized.output_model,
+            context,
+            **arguments,
+        )
+
+    return run
+
+
 async def main(calls: int) -> None:
     rows = [
-        ("success, async tool", floor_async, lambda: search.run(ARGS), 1.5),
-        ("success, sync tool (thread hop)", floor_sync, lambda: search_sync.run(ARGS), 1.1),
-        ("success, sync tool inline", floor_inline, lambda: search_inline.run(ARGS), 1.5),
-        ("error path (tool raises)", floor_error, lambda: failing.run(ARGS), 3.0),
-        ("invalid arguments", floor_invalid, lambda: search.run(BAD_ARGS), 3.0),
+        ("success, async tool", floor_async, search.run, search_fn, ARGS, 1.5),
+        ("success, sync tool (thread hop)", floor_sync, search_sync.run, search_sync_fn, ARGS, 1.1),
+        ("success, sync tool inline", floor_inline, search_inline.run, None, ARGS, 1.5),
+        ("error path (tool raises)", floor_error, failing.run, failing_fn, ARGS, 3.0),
+        ("invalid arguments", floor_invalid, search.run, search_fn, BAD_ARGS, 3.0),
     ]
-    print(f"{'path':34} {'floor us':>9} {'tdk us':>8} {'ratio':>6} {'target':>7}")
-    for label, floor, ours, target in rows:
+    arcade_installed = arcade_runner(search_fn) is not None
+    header = f"{'path':34} {'floor us':>9} {'tdk us':>8} {'ratio':>6} {'target':>7}"
+    print(header + (f" {'arcade us':>10} {'tdk faster':>10}" if arcade_installed else ""))
+    for label, floor, ours, fn, arguments, target in rows:
         calls_here = calls // 10 if "sync" in label else calls
-        floor_us, ours_us = await per_call_us(calls_here // 4, floor, ours)
+        paths: list[Callable[[], Awaitable[Any]]] = [floor, functools.partial(ours, arguments)]
+        arcade = arcade_runner(fn) if fn is not None else None
+        if arcade is not None:
+            paths.append(functools.partial(arcade, arguments))
+        timings = await per_call_us(calls_here // 4, *paths)
+        floor_us, ours_us = timings[:2]
         ratio = ours_us / floor_us
-        print(f"{label:34} {floor_us:9.2f} {ours_us:8.2f} {ratio:5.2f}x {target:6.1f}x")
+        line = f"{label:34} {floor_us:9.2f} {ours_us:8.2f} {ratio:5.2f}x {target:6.1f}x"
+        if arcade is not None:
+            line += f" {timings[2]:10.2f} {timings[2] / ours_us:9.1f}x"
+        print(line)
+    if not arcade_installed:
+        print("(arcade-core is not installed: pip install -e '.[bench]' adds the comparison)")
 
 
 if __name__ == "__main__":

@@ -149,11 +149,14 @@ class ToolSpec:
         return self.renames.get(parameter, parameter)
 
     def arguments(self, validated: BaseModel, context: ToolContext | None) -> dict[str, Any]:
-        """Keyword arguments for the function from a validated ``input_model`` instance.
+        """Keyword arguments for the function from a validated ``input_model`` instance (not
+        to be changed: it may be the instance's own ``__dict__``).
 
         Model-typed parameters stay model instances. The context parameter, if any, receives
         ``context`` (an empty :class:`~tdk.ToolContext` when None).
         """
+        if not self.field_parameters and self.context_parameter is None:
+            return validated.__dict__  # read-only: the caller unpacks it into the call
         values = dict(validated.__dict__)
         for field_name, parameter in self.field_parameters:
             values[parameter] = values.pop(field_name)

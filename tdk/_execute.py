@@ -92,8 +92,13 @@ async def execute(
     try:
         if spec.requirements.secrets or spec.requirements.metadata:
             _check_requirements(spec, context)
+        model = spec.input_model
         try:
-            validated = _validate_arguments(spec.input_model, arguments)
+            validated = (  # a plain dict, as models send, goes straight to the validator
+                model.__pydantic_validator__.validate_python(arguments)
+                if type(arguments) is dict
+                else _validate_arguments(model, arguments)
+            )
         except ValidationError as invalid:
             info = _input_error(invalid, spec, name, context)
             return _finish(name, info, call_id=call_id, attempts=0, started=start)
@@ -105,7 +110,13 @@ async def execute(
             limit = spec.timeout if timeout is DEFAULT else timeout
             awaitable = fn(**kwargs) if spec.is_async else _in_thread(fn, kwargs)
             value = await (awaitable if limit is None else _await_with_limit(awaitable, limit))
-        output = _serialise_output(spec, value)
+        adapter = spec.output_adapter
+        try:  # the core validator and serializer: the TypeAdapter methods add a frame each
+            output = adapter.serializer.to_python(
+                adapter.validator.validate_python(value), mode="json"
+            )
+        except (ValidationError, PydanticSerializationError) as mismatch:
+            raise _output_error(mismatch) from None
     except asyncio.CancelledError as exc:
         if task is not None and task.cancelling() > cancelling:
             raise  # the caller is being cancelled: never swallow that
@@ -226,7 +237,7 @@ def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
 
 
 def _validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseModel:
-    if isinstance(arguments, str | bytes):
+    if isinstance(arguments, (str, bytes)):  # (a tuple: ``str | bytes`` is built per call)
         if not arguments.strip():
             return model.model_validate({})
         return model.model_validate_json(arguments)
@@ -283,24 +294,20 @@ def _problem(error_type: str, message: str, field: str) -> str:
     return f"is not valid ({error_type})"
 
 
-def _serialise_output(spec: ToolSpec, value: Any) -> Any:
-    adapter = spec.output_adapter
-    try:
-        # The core validator and serializer: the TypeAdapter methods add a frame each.
-        return adapter.serializer.to_python(adapter.validator.validate_python(value), mode="json")
-    except (ValidationError, PydanticSerializationError) as exc:
-        problems = (
-            "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
-                for e in exc.errors(include_url=False, include_context=False, include_input=False)
-            )
-            if isinstance(exc, ValidationError)
-            else type(exc).__name__
+def _output_error(exc: ValidationError | PydanticSerializationError) -> ToolOutputError:
+    """The error for a return value that does not match the return annotation."""
+    problems = (
+        "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_context=False, include_input=False)
         )
-        raise ToolOutputError(
-            "The tool failed: it returned a result that does not match its declared type.",
-            developer_message=f"The return value does not match the return annotation: {problems}",
-        ) from None
+        if isinstance(exc, ValidationError)
+        else type(exc).__name__
+    )
+    return ToolOutputError(
+        "The tool failed: it returned a result that does not match its declared type.",
+        developer_message=f"The return value does not match the return annotation: {problems}",
+    )
 
 
 def _secrets_of(context: ToolContext | None) -> Iterable[str]:

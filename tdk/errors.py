@@ -772,20 +772,22 @@ class ErrorInfo(BaseModel):
                 if record[name]:
                     record[name] = redact_text(record[name], secrets)
             record["details"] = _redact_json(record["details"], secrets)
-            cause = exc.__cause__
+            record["cause"] = None if exc.__cause__ is None else type(exc.__cause__).__name__
         else:
             # Mapped by the table from text it already redacted with these same secrets (not
             # scanned twice), and read without making the error when the row allows it.
             mapped = _classify.map_foreign(exc, secrets)
             if isinstance(mapped, ToolError):
                 record = mapped._record()
+                record["cause"] = type(exc).__name__
             else:
-                record = _mapped_record(mapped.cls, mapped.message, **mapped.options)
-            cause = exc
+                record = _mapped_record(
+                    mapped.cls, mapped.message, tool_name, type(exc).__name__, **mapped.options
+                )
         if record["tool_name"] is None:
             record["tool_name"] = tool_name
-        record["cause"] = type(cause).__name__ if cause is not None else None
-        record["stacktrace"] = _stacktrace(exc, secrets) if include_stacktrace else None
+        if include_stacktrace:
+            record["stacktrace"] = _stacktrace(exc, secrets)
         try:
             # The validator itself (validated, as cls(**record) would be, without a frame).
             info: ErrorInfo = cls.__pydantic_validator__.validate_python(record)
@@ -824,9 +826,7 @@ def info_for(
     """The :class:`ErrorInfo` of ``cls(message, details=details)`` raised by ``tool_name``,
     without making the error: for failures tdk describes itself, in text it has made safe
     (so it is not scanned again). ``cls`` keeps its kind's default retryability."""
-    record = _mapped_record(cls, message, details=details)
-    record["tool_name"] = tool_name
-    record["cause"] = record["stacktrace"] = None
+    record = _mapped_record(cls, message, tool_name, None, details=details)
     info: ErrorInfo = ErrorInfo.__pydantic_validator__.validate_python(record)
     return info
 
@@ -834,30 +834,32 @@ def info_for(
 def _mapped_record(
     cls: type[ToolError],
     message: str,
+    tool_name: str | None,
+    cause: str | None,
     *,
     kind: ErrorKind | None = None,
     developer_message: str | None = None,
     details: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What ``cls(message, kind=..., developer_message=..., details=...)._record()`` would be,
+    """The ErrorInfo fields of ``cls(message, kind=..., developer_message=..., details=...)``,
     without making the error. Only for classes that keep their kind's default retryability,
     and for ``details`` that tdk built JSON-safe (a test compares the two for every row of the
     mapping table)."""
-    kind = cls.kind if kind is None else kind
-    retryable = kind.default_retryable
+    if kind is None:  # the class's own kind: its category and retryability are class attributes
+        category, retryable = cls.category, cls.retryable
+    else:
+        category, retryable = _KIND_TABLE[kind]
     return {
         "error": cls.__name__,
-        "kind": kind,
-        "category": kind.category,
+        "kind": cls.kind if kind is None else kind,
+        "category": category,
         "message": message,
         "developer_message": developer_message,
         "retryable": retryable,
-        "retry_after_ms": None,
-        "status_code": None,
-        "additional_prompt_content": None,
-        "tool_name": None,
+        "tool_name": tool_name,
         "max_retry_attempts": DEFAULT_MAX_RETRY_ATTEMPTS if retryable else 0,
         "details": dict(details) if details else {},
+        "cause": cause,
     }
 
 
