@@ -246,6 +246,12 @@ def scrub_requests(
 
 def _requests_in_chain(exc: BaseException) -> list[Any]:
     """The httpx(2) requests of ``exc`` and of its causes and contexts (each once)."""
+    if (
+        exc.__cause__ is None
+        and exc.__context__ is None
+        and type(exc).__module__.partition(".")[0] not in HTTPX_MODULES
+    ):
+        return []  # the common case: a lone exception of a tool's own
     requests = []
     seen: set[int] = set()
     current: BaseException | None = exc
