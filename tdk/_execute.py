@@ -60,6 +60,10 @@ DEFAULT: Final = _Default.DEFAULT
 Arguments = Mapping[str, Any] | str | bytes | None
 """What a model sends: a mapping, or a JSON object as text. None and blank text mean ``{}``."""
 
+_CancelledError: Final = asyncio.CancelledError
+#: Exceptions that end the program or the thread, never a tool call's result.
+_ALWAYS_PROPAGATE: Final = (KeyboardInterrupt, SystemExit)
+
 #: Kinds that are bugs in the tool rather than failures of the call: logged at ERROR.
 _TOOL_BUG_KINDS: Final = frozenset(
     {ErrorKind.TOOL_RUNTIME_FATAL, ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE}
@@ -101,7 +105,7 @@ async def execute(
             )
         except ValidationError as invalid:
             info = _input_error(invalid, spec, name, context)
-            return _finish(name, info, call_id=call_id, attempts=0, started=start)
+            return _finish(name, info, call_id, 0, start)
         kwargs = spec.arguments(validated, context)
         attempts = 1
         if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
@@ -117,15 +121,15 @@ async def execute(
             )
         except (ValidationError, PydanticSerializationError) as mismatch:
             raise _output_error(mismatch) from None
-    except asyncio.CancelledError as exc:
+    except _CancelledError as exc:
         if task is not None and task.cancelling() > cancelling:
             raise  # the caller is being cancelled: never swallow that
         failure: BaseException = exc
-    except (KeyboardInterrupt, SystemExit):
+    except _ALWAYS_PROPAGATE:
         raise
     except BaseException as exc:
         if (
-            isinstance(exc.__context__, asyncio.CancelledError)
+            isinstance(exc.__context__, _CancelledError)
             and task is not None
             and task.cancelling() > cancelling
         ):
@@ -146,7 +150,7 @@ async def execute(
                 "duration_ms": (perf_counter() - start) * 1000,
             }
         )
-    return failed(
+    result = failed(
         name,
         failure,
         call_id=call_id,
@@ -155,6 +159,10 @@ async def execute(
         started=start,
         include_stacktrace=include_stacktrace,
     )
+    # The exception's traceback holds this frame, which holds the exception: without this,
+    # every failed call would leave a reference cycle for the garbage collector.
+    del failure
+    return result
 
 
 def failed(
@@ -174,11 +182,11 @@ def failed(
     info = ErrorInfo.from_exception(
         exc, name, include_stacktrace=include_stacktrace, secrets=_secrets_of(context)
     )
-    return _finish(name, info, call_id=call_id, attempts=attempts, started=started)
+    return _finish(name, info, call_id, attempts, started)
 
 
 def _finish(
-    name: str, info: ErrorInfo, *, call_id: str | None, attempts: int, started: float
+    name: str, info: ErrorInfo, call_id: str | None, attempts: int, started: float
 ) -> ToolResult:
     """The result of a failed call, logged once."""
     _log_failure(info)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import gc
 import json
 import logging
 import threading
-from typing import Annotated, Any, NotRequired
+import weakref
+from typing import Annotated, Any, ClassVar, NotRequired
 
 import httpx
 import pytest
@@ -693,6 +695,37 @@ def test_missing_requirements_stop_the_call(
 
 # ---------------------------------------------------------------------------------------------
 # Stack traces, redaction and logging
+
+
+class Traced(Exception):
+    """An exception that records a weak reference to each instance (builtins allow none)."""
+
+    made: ClassVar[list[weakref.ref[Traced]]] = []
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        Traced.made.append(weakref.ref(self))
+
+
+@tool
+async def traced(fail: Annotated[bool, "Whether to fail."] = True) -> int:
+    """Fail with a Traced error."""
+    raise Traced("boom")
+
+
+@pytest.mark.parametrize("stacktrace", [False, True], ids=["plain", "with-stacktrace"])
+def test_a_failed_call_leaves_no_reference_cycle(stacktrace: bool) -> None:
+    """The exception of a failed call is freed as soon as the result is returned, without the
+    garbage collector: a traceback holding the frame that holds the exception would make
+    every failure a cycle to collect."""
+    gc.collect()
+    gc.disable()
+    try:
+        result = run(traced, {}, include_stacktrace=stacktrace)
+        assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
+        assert Traced.made[-1]() is None
+    finally:
+        gc.enable()
 
 
 def test_stacktrace_only_on_request() -> None:
