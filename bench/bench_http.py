@@ -8,11 +8,13 @@ cost is not hidden by socket time):
 2. a 429 with ``Retry-After``: request, hook and structured error, caught, vs the bare request
    that just returns the 429 (target: at most 1.2x).
 
-Run: ``.venv/bin/python bench/bench_http.py``. Prints ratios; asserts nothing.
+Run: ``.venv/bin/python bench/bench_http.py [--number N] [--rounds N]``. Prints ratios;
+asserts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import time
 from collections.abc import Callable
@@ -66,7 +68,7 @@ def interleaved(
     return min(a), min(b)
 
 
-def main() -> None:
+def main(number: int, rounds: int) -> None:
     plain_ok = client(ok, hook=False)
     hooked_ok = client(ok, hook=True)
     plain_429 = client(limited, hook=False)
@@ -83,11 +85,11 @@ def main() -> None:
     assert isinstance(classified(), UpstreamRateLimitError)
 
     bare, hooked = interleaved(
-        lambda: plain_ok.get(URL), lambda: hooked_ok.get(URL), number=500, rounds=30
+        lambda: plain_ok.get(URL), lambda: hooked_ok.get(URL), number=number, rounds=rounds
     )
     overhead = (hooked / bare - 1) * 100
     bare_429, classified_429 = interleaved(
-        lambda: plain_429.get(URL), classified, number=500, rounds=30
+        lambda: plain_429.get(URL), classified, number=number, rounds=rounds
     )
     ratio = classified_429 / bare_429
     # The hook's own cost on a success, without the request around it (noise-free):
@@ -108,4 +110,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=500, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=30, help="interleaved rounds")
+    options = parser.parse_args()
+    main(options.number, options.rounds)
