@@ -70,6 +70,20 @@ _NAME_BEFORE_REVERSED = re.compile(r"\s*+([\"']?)([A-Za-z0-9_.%-]++)")
 _AFTER_SEPARATOR = re.compile(r"\s*+[\"']?")
 _HEADER_VALUE = re.compile(r"[^\r\n\"',}]*+")
 _QUERY_VALUE = re.compile(r"[^&\s#'\"<>]*+")
+#: A value that opens with a quote runs to its closing quote, commas and spaces included (a
+#: backslash escapes one character): ``{'x-api-key': 'k1, k2'}`` is a repeated header.
+_QUOTED_VALUE: Final = {
+    "'": re.compile(r"(?:\\.|[^\\'])*+"),
+    '"': re.compile(r'(?:\\.|[^\\"])*+'),
+}
+
+
+def _value_pattern(unquoted: re.Pattern[str], opening: str) -> re.Pattern[str]:
+    """The pattern of a credential's value: ``unquoted``, unless the character before the
+    value (``opening``) is a quote."""
+    return _QUOTED_VALUE.get(opening, unquoted)
+
+
 _TOKEN_SHAPES = re.compile(
     r"""
       \bBearer\s+[A-Za-z0-9._~+/=-]{8,}
@@ -86,6 +100,14 @@ _TOKEN_SHAPES = re.compile(
 )
 #: Substrings every token shape contains; text with none of them skips the token pass.
 _TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA", "eyJ")
+#: A (name, value) pair as Python writes it: a repr of a list of header tuples, as httpx shows
+#: repeated headers (``Headers([('x-api-key', '...'), ...])``) and ``headers.raw`` gives them
+#: (as bytes). Either string may be quoted with ' or ", and may contain escaped quotes.
+_PAIR_REPR = re.compile(
+    r"""\(\s*b?(?P<q1>['"])(?P<name>[A-Za-z0-9_.-]{1,64})(?P=q1)\s*,\s*"""
+    r"""b?(?P<q2>['"])(?P<value>(?:\\.|(?!(?P=q2))[^\\])*)(?P=q2)\s*\)"""
+)
+_PAIR_HINTS: Final = ("('", '("', "(b'", '(b"')
 
 
 def _separators(text: str) -> Iterator[int]:
@@ -114,16 +136,16 @@ def _scrub_assignments(text: str) -> str:
         if "%" in name:
             name = unquote(name)
         if name in SECRET_HEADER_NAMES:  # a header line: the value runs to the end of the line
-            value_pattern = _HEADER_VALUE
+            unquoted = _HEADER_VALUE
         elif name in SECRET_QUERY_NAMES and (
             text[at] == "=" or (before[1] and name not in _AMBIGUOUS_NAMES)  # "api_key": "..."
         ):
-            value_pattern = _QUERY_VALUE
+            unquoted = _QUERY_VALUE
         else:
             continue
         after = _AFTER_SEPARATOR.match(text, at + 1)
         assert after is not None  # it matches the empty string
-        value = value_pattern.match(text, after.end())
+        value = _value_pattern(unquoted, text[after.end() - 1]).match(text, after.end())
         assert value is not None  # both value patterns match the empty string
         if value.end() > after.end():
             pieces += (text[done : after.end()], REDACTED)
@@ -170,11 +192,21 @@ def _redact_head(text: str, limit: int) -> str:
     return f"{redacted[:limit]}... [{len(text) - limit} more characters]"
 
 
+def _secret_pair(match: re.Match[str]) -> str:
+    if match["name"].lower() not in SECRET_KEYS or not match["value"]:
+        return match[0]
+    value_start, value_end = match.span("value")
+    start = match.start()
+    return f"{match[0][: value_start - start]}{REDACTED}{match[0][value_end - start :]}"
+
+
 def _redact_positions_and_shapes(text: str) -> str:
     for hint in _TOKEN_HINTS:
         if hint in text:
             text = _TOKEN_SHAPES.sub(REDACTED, text)
             break
+    if "(" in text and any(hint in text for hint in _PAIR_HINTS):
+        text = _PAIR_REPR.sub(_secret_pair, text)
     if "://" in text:
         text = _USERINFO.sub(lambda m: m["scheme"] + REDACTED + "@", text)
     if "=" in text or ":" in text:
@@ -182,13 +214,23 @@ def _redact_positions_and_shapes(text: str) -> str:
     return text
 
 
+_PATH_PARAMETER = re.compile(r";(?P<name>[^;=/?#]*)=(?P<value>[^;/?#]*)")
+
+
+def _path_parameter(match: re.Match[str]) -> str:
+    if match["name"].lower() in SAFE_QUERY_NAMES or not match["value"]:
+        return match[0]
+    return f";{match['name']}={REDACTED}"
+
+
 def redact_url(url: str) -> str:
     """Return ``url`` without userinfo and with every query value redacted but safe ones.
 
     Fragments are dropped. A value survives only when its name is in :data:`SAFE_QUERY_NAMES`
     (an allowlist: an unknown parameter may be a credential); names are compared as sent, so a
-    percent-encoded name is never mistaken for a safe one. Plain string work, no parsing: it
-    runs on every classified upstream error.
+    percent-encoded name is never mistaken for a safe one. Path parameters
+    (``;jsessionid=...``) follow the same allowlist. Plain string work, no parsing: it runs on
+    every classified upstream error.
     """
     base, has_query, query = url.partition("#")[0].partition("?")
     if "@" in base:
@@ -196,6 +238,8 @@ def redact_url(url: str) -> str:
         authority, slash, path = rest.partition("/") if has_scheme else ("", "", base)
         if "@" in authority:
             base = f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+    if ";" in base:  # path parameters (``/app;jsessionid=...``): the query's allowlist applies
+        base = _PATH_PARAMETER.sub(_path_parameter, base)
     if not has_query:
         return base
     pairs = []

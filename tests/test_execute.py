@@ -780,6 +780,38 @@ def test_a_planted_secret_appears_nowhere(caplog: pytest.LogCaptureFixture) -> N
         assert SECRET not in output
 
 
+UNKNOWN_KEY = "k-unknown-to-tdk-4242"
+
+
+@pytest.mark.parametrize(
+    "describe",
+    [
+        pytest.param(lambda r: f"headers {r.headers!r}", id="repeated-headers-repr"),
+        pytest.param(lambda r: f"raw {r.headers.raw}", id="raw-header-tuples"),
+        pytest.param(lambda r: f"headers {dict(r.headers)}", id="headers-dict"),
+        pytest.param(lambda r: f"url {r.url}", id="path-parameter"),
+    ],
+)
+def test_credentials_the_context_does_not_know_are_redacted(describe: Any) -> None:
+    """A key the tool found elsewhere (not in its context, not a known token shape) is still
+    scrubbed from a description of the request's headers or URL, by position."""
+    request = httpx.Request(
+        "GET",
+        f"https://api.example.com/app;jsessionid={UNKNOWN_KEY}",
+        headers=[("X-Api-Key", UNKNOWN_KEY), ("x-api-key", UNKNOWN_KEY), ("Accept", "*/*")],
+    )
+
+    @tool
+    def fetch() -> int:
+        """Fail, describing the request."""
+        raise RuntimeError(describe(request))
+
+    result = run(fetch, {}, include_stacktrace=True)
+    assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert UNKNOWN_KEY not in json.dumps(result.to_dict())
+    assert "[REDACTED]" in (result.error.developer_message or "")  # type: ignore[union-attr]
+
+
 def test_one_log_record_per_failure(caplog: pytest.LogCaptureFixture) -> None:
     """Failures log once: WARNING for call failures, ERROR for tool bugs; success is silent."""
 

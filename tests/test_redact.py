@@ -65,6 +65,42 @@ from tdk._redact import REDACTED, redact_text, redact_url
             "?auth_token=[REDACTED]&access_key=[REDACTED]",
             id="more-credential-names",
         ),
+        pytest.param(
+            "Headers([('x-api-key', 'k-111'), ('x-api-key', 'k-222'), ('accept', '*/*')])",
+            "Headers([('x-api-key', '[REDACTED]'), ('x-api-key', '[REDACTED]'), "
+            "('accept', '*/*')])",
+            id="httpx-repeated-headers-repr",
+        ),
+        pytest.param(
+            "[(b'Authorization', b'Token t-333'), (b'host', b'api.example.com')]",
+            "[(b'Authorization', b'[REDACTED]'), (b'host', b'api.example.com')]",
+            id="raw-header-tuples",
+        ),
+        pytest.param(
+            """("cookie", "a='1'; sid=s-444")""", """("cookie", "[REDACTED]")""", id="pair-quotes"
+        ),
+        pytest.param(
+            r"""('api_key', 'it\'s-555')""", "('api_key', '[REDACTED]')", id="pair-escape"
+        ),
+        pytest.param(
+            "('page', '2'), ('key', 'id')", "('page', '2'), ('key', 'id')", id="pair-kept"
+        ),
+        pytest.param("('token', '')", "('token', '')", id="pair-empty-value"),
+        pytest.param(
+            "{'x-api-key': 'k-1, k-2', 'accept': '*/*'}",
+            "{'x-api-key': '[REDACTED]', 'accept': '*/*'}",
+            id="quoted-value-with-comma",
+        ),
+        pytest.param(
+            '{"password": "correct horse \\"battery\\"", "user": "ann"}',
+            '{"password": "[REDACTED]", "user": "ann"}',
+            id="quoted-value-with-spaces-and-escapes",
+        ),
+        pytest.param(
+            "GET https://h/app;jsessionid=J-666 failed",
+            "GET https://h/app;jsessionid=[REDACTED] failed",
+            id="path-parameter-in-text",
+        ),
     ],
 )
 def test_redact_text(text: str, expected: str) -> None:
@@ -124,6 +160,14 @@ def test_limit_leaves_short_text_alone() -> None:
         pytest.param("https://host/p?", "https://host/p", id="empty-query"),
         pytest.param(
             "https://host/p?API_KEY%5F=x", "https://host/p?API_KEY%5F=[REDACTED]", id="encoded-name"
+        ),
+        pytest.param(
+            "https://host/app;jsessionid=J-1?page=2",
+            "https://host/app;jsessionid=[REDACTED]?page=2",
+            id="path-parameter",
+        ),
+        pytest.param(
+            "https://host/a;v=1/b;page=3;x=", "https://host/a;v=[REDACTED]/b;page=3;x=", id="matrix"
         ),
     ],
 )

@@ -21,6 +21,7 @@ from tdk._redact import (
     SECRET_HEADER_NAMES,
     SECRET_QUERY_NAMES,
     _scrub_assignments,
+    _value_pattern,
 )
 
 _ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+[\"']?")
@@ -35,12 +36,13 @@ def _reference_scrub(text: str) -> str:
         name = match[1].lower()
         if "%" in name:
             name = unquote(name)
+        opening = text[match.end() - 1]  # a quote when the value is quoted
         if name in SECRET_HEADER_NAMES:
-            value = _HEADER_VALUE.match(text, match.end())
+            value = _value_pattern(_HEADER_VALUE, opening).match(text, match.end())
         elif name in SECRET_QUERY_NAMES and (
             match[3] == "=" or (match[2] and name not in _AMBIGUOUS_NAMES)
         ):
-            value = _QUERY_VALUE.match(text, match.end())
+            value = _value_pattern(_QUERY_VALUE, opening).match(text, match.end())
         else:
             continue
         assert value is not None
