@@ -18,6 +18,8 @@ DATE = "Tue, 14 Nov 2023 22:13:20 GMT"
 #: 50 MB of zeros inflated from about 50 KB of gzip.
 BOMB_SIZE = 50 * 1024 * 1024
 BIG_BODY_SIZE = 10 * 1024 * 1024
+#: The value of the session cookie that ``/cookie`` sets.
+SESSION = "sess-7f3a9c1e5b"
 
 
 def _gzip_bomb() -> bytes:
@@ -56,6 +58,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def route_ok(self) -> None:
         self._answer(200, {"Content-Type": "application/json"}, b'{"items": [1, 2, 3]}')
+
+    def route_cookie(self) -> None:
+        """A session cookie, as a login answers (httpcore's DEBUG lines list it)."""
+        self._answer(200, {"Set-Cookie": f"session={SESSION}; HttpOnly"}, b"{}")
 
     def route_limited(self) -> None:
         body = json.dumps({"message": "API rate limit exceeded"}).encode()

@@ -11,7 +11,8 @@ without the tool calling ``raise_for_status()``::
 
 The public names live in private modules: hooks and ``install`` in ``_hooks``, the status
 table and overrides in ``_classify``, the retry-hint dialects in ``_retry_after`` and
-``_ratelimit``, and the bounded body reader in ``_body``. See ``docs/http.md``.
+``_ratelimit``, the bounded body reader in ``_body``, and the filter that redacts httpx's own
+log lines in ``_logging``. See ``docs/http.md``.
 """
 
 from tdk.http._body import DEFAULT_MAX_BODY_BYTES
@@ -23,16 +24,19 @@ from tdk.http._hooks import (
     install,
     raise_for_upstream,
 )
+from tdk.http._logging import RedactingLogFilter, redact_httpx_logs
 from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS, parse_retry_after_ms
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_RETRY_AFTER_MS",
     "BodyCheck",
+    "RedactingLogFilter",
     "UpstreamHook",
     "araise_for_upstream",
     "classify",
     "install",
     "parse_retry_after_ms",
     "raise_for_upstream",
+    "redact_httpx_logs",
 ]

@@ -21,6 +21,7 @@ import httpx
 from tdk.errors import UpstreamError
 from tdk.http._body import DEFAULT_MAX_BODY_BYTES, aread_bounded, read_bounded, read_content
 from tdk.http._classify import BodyCheck, adopt, build_error
+from tdk.http._logging import redact_httpx_logs
 from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS
 
 _LOG: Final = logging.getLogger("tdk.http")
@@ -110,8 +111,11 @@ class UpstreamHook:
     def install(self, client: ClientT) -> ClientT:
         """Add this hook to ``client`` (sync or async, httpx or httpx2) and return it.
 
-        A tdk hook already installed is replaced, so installing twice leaves one hook.
+        A tdk hook already installed is replaced, so installing twice leaves one hook. The
+        ``httpx`` logger gets a :class:`RedactingLogFilter` (see :func:`redact_httpx_logs`):
+        its INFO line carries every request's whole URL.
         """
+        redact_httpx_logs()
         hook = _hook_for(self, _is_async(client))
         hooks = client.event_hooks
         hooks["response"] = [h for h in hooks.get("response", []) if not _is_ours(h)] + [hook]
