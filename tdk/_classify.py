@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple, TypedDict
 
-from tdk._redact import redact_text, redact_url
+from tdk._redact import SECRET_HEADER_NAMES, redact_text, redact_url
 from tdk.errors import (
     MAX_DEVELOPER_MESSAGE_CHARS,
     ErrorKind,
@@ -222,6 +222,8 @@ def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
     name = type(exc).__name__[:_MAX_TYPE_NAME]  # code, not data: kept as it is
     if not text:
         return name
+    if name.lower() in SECRET_HEADER_NAMES:  # "Authorization: ..." reads as a header line
+        return scrub_requests(f"{name}: {text}", exc, secrets, limit=MAX_DEVELOPER_MESSAGE_CHARS)
     limit = MAX_DEVELOPER_MESSAGE_CHARS - len(name) - 2
     return f"{name}: {scrub_requests(text, exc, secrets, limit=limit)}"
 

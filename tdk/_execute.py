@@ -70,9 +70,22 @@ _TOOL_BUG_KINDS: Final = frozenset(
 )
 
 #: pydantic error types whose messages are templates over the schema, never over the input.
-#: Others (custom validators' ``value_error``, ``union_tag_invalid``...) may quote the input,
-#: so the model is told only that the field is not valid.
-_QUOTES_INPUT: Final = frozenset({"value_error", "assertion_error", "union_tag_invalid"})
+#: Others may quote the input or carry the text of an arbitrary exception (custom validators'
+#: ``value_error``, ``union_tag_invalid``, the ``{error}`` of ``iteration_error``...), so the
+#: model is told only that the field is not valid.
+_QUOTES_INPUT: Final = frozenset(
+    {
+        "value_error",
+        "assertion_error",
+        "union_tag_invalid",
+        "iteration_error",
+        "mapping_type",
+        "get_attribute_error",
+        "no_such_attribute",
+        "datetime_object_invalid",
+        "bytes_invalid_encoding",
+    }
+)
 _TEMPLATED_ERRORS: Final = frozenset(get_args(ErrorType)) - _QUOTES_INPUT
 
 
@@ -159,9 +172,11 @@ async def execute(
         started=start,
         include_stacktrace=include_stacktrace,
     )
-    # The exception's traceback holds this frame, which holds the exception: without this,
-    # every failed call would leave a reference cycle for the garbage collector.
+    # The exception's traceback holds this frame, which holds the exception (and, for a sync
+    # tool, the future that carried it): without this, every failed call would leave a
+    # reference cycle for the garbage collector.
     del failure
+    awaitable = None
     return result
 
 
@@ -212,6 +227,8 @@ async def _await_with_limit(awaitable: Any, limit: float) -> Any:
                 f"The tool did not finish within {limit:.3g} s.", timeout=limit
             ) from None
         raise  # a TimeoutError of the tool's own: mapped by the table
+    finally:
+        awaitable = None  # the future holds the exception whose traceback holds this frame
 
 
 def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
@@ -263,9 +280,9 @@ def _input_error(
 
     The text is made safe here, piece by piece, instead of scanned whole afterwards: pydantic's
     messages are kept only when they are templates over the schema (see :func:`_problem`), and
-    a field path is kept as it is only when it names a parameter. Any other path may carry what
-    the model sent (an unknown key, a key of a mapping), so it is redacted. The
-    ``ValidationError`` itself is dropped: its text quotes the submitted values.
+    redacted all the same; a field path is kept as it is only when it names a parameter. Any
+    other path may carry what the model sent (an unknown key, a key of a mapping), so it is
+    redacted. The ``ValidationError`` itself is dropped: its text quotes the submitted values.
     """
     errors = []
     listed = []
@@ -277,7 +294,8 @@ def _input_error(
             field = str(loc[0])
         else:
             field = redact_text(".".join(map(str, loc)), secrets)
-        problem = _problem(error["type"], error["msg"], field)
+        # (Redacted too: a custom error may borrow a templated type's name.)
+        problem = redact_text(_problem(error["type"], error["msg"], field), secrets)
         errors.append({"field": field, "problem": problem})
         listed.append(f"'{field}' {problem}" if field else problem)
     message = (

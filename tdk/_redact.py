@@ -102,12 +102,13 @@ _TOKEN_SHAPES = re.compile(
 _TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA", "eyJ")
 #: A (name, value) pair as Python writes it: a repr of a list of header tuples, as httpx shows
 #: repeated headers (``Headers([('x-api-key', '...'), ...])``) and ``headers.raw`` gives them
-#: (as bytes). Either string may be quoted with ' or ", and may contain escaped quotes.
+#: (as bytes). Either string may be quoted with ' or ", and may contain escaped quotes. The
+#: value runs to its closing quote, or to the end of the text when that is not in sight (a
+#: text cut to length, or redacted window by window).
 _PAIR_REPR = re.compile(
     r"""\(\s*b?(?P<q1>['"])(?P<name>[A-Za-z0-9_.-]{1,64})(?P=q1)\s*,\s*"""
-    r"""b?(?P<q2>['"])(?P<value>(?:\\.|(?!(?P=q2))[^\\])*)(?P=q2)\s*\)"""
+    r"""b?(?P<q2>['"])(?P<value>(?:\\.|(?!(?P=q2))[^\\])*)"""
 )
-_PAIR_HINTS: Final = ("('", '("', "(b'", '(b"')
 
 
 def _separators(text: str) -> Iterator[int]:
@@ -205,7 +206,7 @@ def _redact_positions_and_shapes(text: str) -> str:
         if hint in text:
             text = _TOKEN_SHAPES.sub(REDACTED, text)
             break
-    if "(" in text and any(hint in text for hint in _PAIR_HINTS):
+    if "(" in text and ("'" in text or '"' in text):
         text = _PAIR_REPR.sub(_secret_pair, text)
     if "://" in text:
         text = _USERINFO.sub(lambda m: m["scheme"] + REDACTED + "@", text)

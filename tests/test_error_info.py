@@ -148,6 +148,15 @@ def test_reading_a_row_equals_making_its_error(
     assert read == ErrorInfo.from_exception(made, "fetch", secrets=secrets)
 
 
+def test_a_type_named_like_a_header_reads_as_a_header_line() -> None:
+    """``Authorization: <text>`` is redacted as the header line it reads as, on both paths."""
+    authorization = type("Authorization", (Exception,), {})
+    exc = authorization("token qwertyuiop1234")
+    read = ErrorInfo.from_exception(exc)
+    assert read.developer_message == "Authorization: [REDACTED]"
+    assert read == ErrorInfo.from_exception(to_tool_error(exc))
+
+
 def test_every_table_row_is_exercised() -> None:
     """The cases above reach every row of both tables."""
     reached = {case.id.split("-")[0] for case in MAPPING_CASES}  # type: ignore[union-attr]

@@ -14,7 +14,8 @@ from typing import Annotated, Any, ClassVar, NotRequired
 
 import httpx
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
+from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
 from tdk import Tool, ToolContext, Toolkit, ToolResult, tool
@@ -277,6 +278,48 @@ def test_bad_input_redacts_keys_the_model_sent(target: Tool[..., Any], arguments
     assert TOKEN not in dumped
     assert "[REDACTED]" in dumped
     assert "Parameters: " in result.error.message  # type: ignore[union-attr]
+
+
+def _account_id(value: str) -> str:
+    if not value.startswith("acct_"):
+        # A custom error under the name of a templated pydantic type, quoting the value.
+        raise PydanticCustomError(
+            "string_pattern_mismatch", "'{v}' is not an account", {"v": value}
+        )
+    return value
+
+
+@tool
+def lookup(
+    account: Annotated[str, AfterValidator(_account_id), "The account id."],
+    items: Annotated[list[int] | None, "Item ids."] = None,
+) -> str:
+    """Look up an account."""
+    return account
+
+
+def _failing_items() -> Any:
+    yield 1
+    raise RuntimeError(f"failed reading api_key=zzz-{CONTEXT_SECRET}")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        pytest.param(lambda: {"account": f"{CONTEXT_SECRET} {TOKEN}"}, id="custom-error-quotes"),
+        pytest.param(lambda: {"account": "acct_1", "items": _failing_items()}, id="iteration"),
+    ],
+)
+def test_bad_input_problems_are_redacted_too(arguments: Any) -> None:
+    """A problem text that is not a template over the schema (a custom error borrowing a
+    templated type's name, an iterator that fails with its own message) brings back neither
+    a context secret nor a token."""
+    result = run(lookup, arguments(), context=ToolContext(secrets={"api": CONTEXT_SECRET}))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    dumped = json.dumps(result.to_dict())
+    assert CONTEXT_SECRET not in dumped
+    assert TOKEN not in dumped
+    assert "zzz" not in dumped
 
 
 # ---------------------------------------------------------------------------------------------
@@ -708,20 +751,43 @@ class Traced(Exception):
 
 
 @tool
-async def traced(fail: Annotated[bool, "Whether to fail."] = True) -> int:
+async def traced() -> int:
     """Fail with a Traced error."""
     raise Traced("boom")
 
 
+@tool
+def traced_in_thread() -> int:
+    """Fail with a Traced error, in a worker thread."""
+    raise Traced("boom")
+
+
+@tool(inline=True)
+def traced_inline() -> int:
+    """Fail with a Traced error, on the event loop."""
+    raise Traced("boom")
+
+
+@tool(timeout=10)
+def traced_with_limit() -> int:
+    """Fail with a Traced error, in a worker thread, under a time limit."""
+    raise Traced("boom")
+
+
+@pytest.mark.parametrize(
+    "target",
+    [traced, traced_in_thread, traced_inline, traced_with_limit],
+    ids=["async", "sync-thread", "sync-inline", "sync-time-limit"],
+)
 @pytest.mark.parametrize("stacktrace", [False, True], ids=["plain", "with-stacktrace"])
-def test_a_failed_call_leaves_no_reference_cycle(stacktrace: bool) -> None:
+def test_a_failed_call_leaves_no_reference_cycle(target: Tool[..., Any], stacktrace: bool) -> None:
     """The exception of a failed call is freed as soon as the result is returned, without the
-    garbage collector: a traceback holding the frame that holds the exception would make
-    every failure a cycle to collect."""
+    garbage collector: a traceback holding the frame that holds the exception (or the future
+    that carried it from a worker thread) would make every failure a cycle to collect."""
     gc.collect()
     gc.disable()
     try:
-        result = run(traced, {}, include_stacktrace=stacktrace)
+        result = run(target, {}, include_stacktrace=stacktrace)
         assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
         assert Traced.made[-1]() is None
     finally:
@@ -902,7 +968,6 @@ def test_own_timeout_error_under_a_limit_is_mapped_by_the_table() -> None:
 
 def test_custom_validator_messages_are_not_forwarded() -> None:
     """A custom validator's message may quote the value: the model is told only the field."""
-    from pydantic import AfterValidator
 
     def no_spaces(value: str) -> str:
         if " " in value:

@@ -87,6 +87,9 @@ from tdk._redact import REDACTED, redact_text, redact_url
         ),
         pytest.param("('token', '')", "('token', '')", id="pair-empty-value"),
         pytest.param(
+            "( 'x-api-key' , 'k-777' )", "( 'x-api-key' , '[REDACTED]' )", id="pair-spaced"
+        ),
+        pytest.param(
             "{'x-api-key': 'k-1, k-2', 'accept': '*/*'}",
             "{'x-api-key': '[REDACTED]', 'accept': '*/*'}",
             id="quoted-value-with-comma",
@@ -191,6 +194,10 @@ def test_redact_url(url: str, expected: str) -> None:
             [],
             id="shapes-shrink-window",
         ),
+        pytest.param(
+            "headers [(b'cookie', b'" + "sid=" + "c" * 9000 + "')]", [], id="pair-past-window"
+        ),
+        pytest.param("x" * 3990 + " {'x-api-key': '" + "c" * 9000 + "'}", [], id="quoted-past-cut"),
     ],
 )
 def test_cut_text_never_keeps_part_of_a_secret(text: str, secrets: list[str]) -> None:
@@ -202,6 +209,7 @@ def test_cut_text_never_keeps_part_of_a_secret(text: str, secrets: list[str]) ->
     assert "qqqqqqqq" not in out
     assert "bbbbbbbb" not in out
     assert "tttttttt" not in out
+    assert "cccccccc" not in out
 
 
 def test_userinfo_with_at_sign_in_password() -> None:
