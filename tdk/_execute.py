@@ -18,7 +18,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final, get_args
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticKnownError, PydanticSerializationError
 from pydantic_core.core_schema import ErrorType
 
 from tdk._classify import to_tool_error
@@ -87,6 +87,22 @@ _QUOTES_INPUT: Final = frozenset(
     }
 )
 _TEMPLATED_ERRORS: Final = frozenset(get_args(ErrorType)) - _QUOTES_INPUT
+
+
+def _fixed_messages() -> dict[str, str]:
+    """The message of each templated error type that takes no context. A message equal to its
+    type's is pydantic's own and quotes nothing; any other (a custom error may borrow a
+    type's name) is redacted before it is shown."""
+    fixed = {}
+    for error_type in _TEMPLATED_ERRORS:
+        try:
+            fixed[error_type] = PydanticKnownError(error_type).message()
+        except TypeError:  # the type's template needs context
+            continue
+    return fixed
+
+
+_FIXED_MESSAGES: Final = _fixed_messages()
 
 
 async def execute(
@@ -280,9 +296,10 @@ def _input_error(
 
     The text is made safe here, piece by piece, instead of scanned whole afterwards: pydantic's
     messages are kept only when they are templates over the schema (see :func:`_problem`), and
-    redacted all the same; a field path is kept as it is only when it names a parameter. Any
-    other path may carry what the model sent (an unknown key, a key of a mapping), so it is
-    redacted. The ``ValidationError`` itself is dropped: its text quotes the submitted values.
+    redacted unless they are exactly pydantic's own fixed text; a field path is kept as it is
+    only when it names a parameter. Any other path may carry what the model sent (an unknown
+    key, a key of a mapping), so it is redacted. The ``ValidationError`` itself is dropped: its
+    text quotes the submitted values.
     """
     errors = []
     listed = []
@@ -294,8 +311,9 @@ def _input_error(
             field = str(loc[0])
         else:
             field = redact_text(".".join(map(str, loc)), secrets)
-        # (Redacted too: a custom error may borrow a templated type's name.)
-        problem = redact_text(_problem(error["type"], error["msg"], field), secrets)
+        problem = _problem(error["type"], error["msg"], field)
+        if _FIXED_MESSAGES.get(error["type"]) != error["msg"]:
+            problem = redact_text(problem, secrets)
         errors.append({"field": field, "problem": problem})
         listed.append(f"'{field}' {problem}" if field else problem)
     message = (
