@@ -100,14 +100,13 @@ _TOKEN_SHAPES = re.compile(
 )
 #: Substrings every token shape contains; text with none of them skips the token pass.
 _TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA", "eyJ")
-#: A (name, value) pair as Python writes it: a repr of a list of header tuples, as httpx shows
-#: repeated headers (``Headers([('x-api-key', '...'), ...])``) and ``headers.raw`` gives them
-#: (as bytes). Either string may be quoted with ' or ", and may contain escaped quotes. The
-#: value runs to its closing quote, or to the end of the text when that is not in sight (a
-#: text cut to length, or redacted window by window).
-_PAIR_REPR = re.compile(
-    r"""\(\s*b?(?P<q1>['"])(?P<name>[A-Za-z0-9_.-]{1,64})(?P=q1)\s*,\s*"""
-    r"""b?(?P<q2>['"])(?P<value>(?:\\.|(?!(?P=q2))[^\\])*)"""
+#: The start of a (name, value) pair as Python writes it, up to the value's opening quote: a
+#: repr of a list of header tuples, as httpx shows repeated headers
+#: (``Headers([('x-api-key', '...'), ...])``) and ``headers.raw`` gives them (as bytes).
+#: Only the pair of a credential name goes on to its value (:func:`_scrub_pairs`): a pair of
+#: any other name consumes nothing, so an unbalanced quote in it cannot hide the next pair.
+_PAIR_OPENER = re.compile(
+    r"""\(\s*b?(?P<q1>['"])(?P<name>[A-Za-z0-9_.-]{1,64})(?P=q1)\s*,\s*b?(?P<q2>['"])"""
 )
 
 
@@ -193,12 +192,20 @@ def _redact_head(text: str, limit: int) -> str:
     return f"{redacted[:limit]}... [{len(text) - limit} more characters]"
 
 
-def _secret_pair(match: re.Match[str]) -> str:
-    if match["name"].lower() not in SECRET_KEYS or not match["value"]:
-        return match[0]
-    value_start, value_end = match.span("value")
-    start = match.start()
-    return f"{match[0][: value_start - start]}{REDACTED}{match[0][value_end - start :]}"
+def _scrub_pairs(text: str) -> str:
+    """Values of credential-named pairs replaced: each runs to its closing quote, or to the end
+    of the text when that is not in sight (a text cut to length, or redacted by windows)."""
+    pieces: list[str] = []
+    done = 0
+    for opener in _PAIR_OPENER.finditer(text):
+        if opener.start() < done or opener["name"].lower() not in SECRET_KEYS:
+            continue
+        value = _QUOTED_VALUE[opener["q2"]].match(text, opener.end())
+        assert value is not None  # it matches the empty string
+        if value.end() > opener.end():
+            pieces += (text[done : opener.end()], REDACTED)
+            done = value.end()
+    return "".join(pieces) + text[done:] if pieces else text
 
 
 def _redact_positions_and_shapes(text: str) -> str:
@@ -207,7 +214,7 @@ def _redact_positions_and_shapes(text: str) -> str:
             text = _TOKEN_SHAPES.sub(REDACTED, text)
             break
     if "(" in text and ("'" in text or '"' in text):
-        text = _PAIR_REPR.sub(_secret_pair, text)
+        text = _scrub_pairs(text)
     if "://" in text:
         text = _USERINFO.sub(lambda m: m["scheme"] + REDACTED + "@", text)
     if "=" in text or ":" in text:

@@ -87,6 +87,11 @@ from tdk._redact import REDACTED, redact_text, redact_url
         ),
         pytest.param("('token', '')", "('token', '')", id="pair-empty-value"),
         pytest.param(
+            "said f('a', 'b) then [('x-api-key', 'k-888')]",
+            "said f('a', 'b) then [('x-api-key', '[REDACTED]')]",
+            id="pair-after-an-unbalanced-one",
+        ),
+        pytest.param(
             "( 'x-api-key' , 'k-777' )", "( 'x-api-key' , '[REDACTED]' )", id="pair-spaced"
         ),
         pytest.param(
