@@ -72,7 +72,7 @@ def _network(kind: ErrorKind, message: str) -> _Build:
             {
                 "kind": kind,
                 "developer_message": describe(exc, secrets),
-                "details": _request_details(exc),
+                "details": _request_details(exc, secrets),
             },
         )
 
@@ -100,7 +100,7 @@ def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
         "The upstream service returned an error.",
         status_code=status if isinstance(status, int) else None,
         developer_message=describe(exc, secrets),
-        details=_request_details(exc),
+        details=_request_details(exc, secrets),
     )
 
 
@@ -274,12 +274,14 @@ def _request_of(exc: BaseException) -> Any:
         return None
 
 
-def _request_details(exc: BaseException) -> dict[str, Any]:
-    """Method and redacted URL of the request an httpx error carries, if any."""
+def _request_details(exc: BaseException, secrets: Iterable[str]) -> dict[str, Any]:
+    """Method and redacted URL of the request an httpx error carries, if any. Beyond
+    userinfo and query values, a secret in the path (``/bot<token>/``) is scrubbed too."""
     request = _request_of(exc)
     if request is None:
         return {}
-    return {"method": str(request.method), "url": redact_url(str(request.url))}
+    url = redact_text(redact_url(str(request.url)), secrets)
+    return {"method": str(request.method), "url": url}
 
 
 _ERROR_STRING = re.compile(

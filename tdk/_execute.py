@@ -15,7 +15,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Final, get_args
+from typing import TYPE_CHECKING, Any, Final, cast, get_args
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticKnownError, PydanticSerializationError
@@ -23,7 +23,7 @@ from pydantic_core.core_schema import ErrorType
 
 from tdk._classify import to_tool_error
 from tdk._context import ToolContext
-from tdk._redact import redact_text
+from tdk._redact import call_secrets, end_call_secrets, redact_text
 from tdk._result import ToolResult
 from tdk.errors import (
     ErrorInfo,
@@ -119,81 +119,88 @@ async def execute(
     """Run one call of a tool and return its result; only cancellation of the caller,
     ``KeyboardInterrupt`` and ``SystemExit`` escape."""
     start = perf_counter()
-    attempts = 0
-    task = asyncio.current_task()
-    cancelling = task.cancelling() if task is not None else 0  # requests made before this call
+    # The call's secrets are scrubbed from every text redacted while it runs (the HTTP
+    # hook's errors, httpx's log lines), not only from its result.
+    ambient = call_secrets(_secrets_of(context)) if _has_secrets(context) else None
     try:
-        if spec.requirements.secrets or spec.requirements.metadata:
-            _check_requirements(spec, context)
-        model = spec.input_model
+        attempts = 0
+        task = asyncio.current_task()
+        cancelling = task.cancelling() if task is not None else 0  # requests made before this call
         try:
-            validated = (  # a plain dict, as models send, goes straight to the validator
-                model.__pydantic_validator__.validate_python(arguments)
-                if type(arguments) is dict
-                else _validate_arguments(model, arguments)
-            )
-        except ValidationError as invalid:
-            info = _input_error(invalid, spec, name, context)
-            return _finish(name, info, call_id, 0, start)
-        kwargs = spec.arguments(validated, context)
-        attempts = 1
-        if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
-            value = fn(**kwargs)
+            if spec.requirements.secrets or spec.requirements.metadata:
+                _check_requirements(spec, context)
+            model = spec.input_model
+            try:
+                validated = (  # a plain dict, as models send, goes straight to the validator
+                    model.__pydantic_validator__.validate_python(arguments)
+                    if type(arguments) is dict
+                    else _validate_arguments(model, arguments)
+                )
+            except ValidationError as invalid:
+                info = _input_error(invalid, spec, name, context)
+                return _finish(name, info, call_id, 0, start)
+            kwargs = spec.arguments(validated, context)
+            attempts = 1
+            if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
+                value = fn(**kwargs)
+            else:
+                limit = spec.timeout if timeout is DEFAULT else timeout
+                awaitable = fn(**kwargs) if spec.is_async else _in_thread(fn, kwargs)
+                value = await (awaitable if limit is None else _await_with_limit(awaitable, limit))
+            adapter = spec.output_adapter
+            try:  # the core validator and serializer: the TypeAdapter methods add a frame each
+                output = adapter.serializer.to_python(
+                    adapter.validator.validate_python(value), mode="json"
+                )
+            except (ValidationError, PydanticSerializationError) as mismatch:
+                raise _output_error(mismatch) from None
+        except _CancelledError as exc:
+            if task is not None and task.cancelling() > cancelling:
+                raise  # the caller is being cancelled: never swallow that
+            failure: BaseException = exc
+        except _ALWAYS_PROPAGATE:
+            raise
+        except BaseException as exc:
+            if (
+                isinstance(exc.__context__, _CancelledError)
+                and task is not None
+                and task.cancelling() > cancelling
+            ):
+                # The body turned the caller's cancellation into another error (a cleanup that
+                # failed while the cancellation was in flight): the cancellation still wins. (The
+                # context check matters on 3.11, where a failed TaskGroup leaves its own
+                # cancellation request counted.)
+                raise asyncio.CancelledError from exc
+            failure = exc
         else:
-            limit = spec.timeout if timeout is DEFAULT else timeout
-            awaitable = fn(**kwargs) if spec.is_async else _in_thread(fn, kwargs)
-            value = await (awaitable if limit is None else _await_with_limit(awaitable, limit))
-        adapter = spec.output_adapter
-        try:  # the core validator and serializer: the TypeAdapter methods add a frame each
-            output = adapter.serializer.to_python(
-                adapter.validator.validate_python(value), mode="json"
+            return _new_result(
+                {
+                    "tool": name,
+                    "call_id": call_id,
+                    "value": output,
+                    "error": None,
+                    "attempts": attempts,
+                    "duration_ms": (perf_counter() - start) * 1000,
+                }
             )
-        except (ValidationError, PydanticSerializationError) as mismatch:
-            raise _output_error(mismatch) from None
-    except _CancelledError as exc:
-        if task is not None and task.cancelling() > cancelling:
-            raise  # the caller is being cancelled: never swallow that
-        failure: BaseException = exc
-    except _ALWAYS_PROPAGATE:
-        raise
-    except BaseException as exc:
-        if (
-            isinstance(exc.__context__, _CancelledError)
-            and task is not None
-            and task.cancelling() > cancelling
-        ):
-            # The body turned the caller's cancellation into another error (a cleanup that
-            # failed while the cancellation was in flight): the cancellation still wins. (The
-            # context check matters on 3.11, where a failed TaskGroup leaves its own
-            # cancellation request counted.)
-            raise asyncio.CancelledError from exc
-        failure = exc
-    else:
-        return _new_result(
-            {
-                "tool": name,
-                "call_id": call_id,
-                "value": output,
-                "error": None,
-                "attempts": attempts,
-                "duration_ms": (perf_counter() - start) * 1000,
-            }
+        result = failed(
+            name,
+            failure,
+            call_id=call_id,
+            context=context,
+            attempts=attempts,
+            started=start,
+            include_stacktrace=include_stacktrace,
         )
-    result = failed(
-        name,
-        failure,
-        call_id=call_id,
-        context=context,
-        attempts=attempts,
-        started=start,
-        include_stacktrace=include_stacktrace,
-    )
-    # The exception's traceback holds this frame, which holds the exception (and, for a sync
-    # tool, the future that carried it): without this, every failed call would leave a
-    # reference cycle for the garbage collector.
-    del failure
-    awaitable = None
-    return result
+        # The exception's traceback holds this frame, which holds the exception (and, for a sync
+        # tool, the future that carried it): without this, every failed call would leave a
+        # reference cycle for the garbage collector.
+        del failure
+        awaitable = None
+        return result
+    finally:
+        if ambient is not None:
+            end_call_secrets(ambient)
 
 
 def failed(
@@ -294,26 +301,30 @@ def _input_error(
 ) -> ErrorInfo:
     """The error for arguments that did not validate: every field and what it expects.
 
-    The text is made safe here, piece by piece, instead of scanned whole afterwards: pydantic's
-    messages are kept only when they are templates over the schema (see :func:`_problem`), and
-    redacted unless they are exactly pydantic's own fixed text; a field path is kept as it is
-    only when it names a parameter. Any other path may carry what the model sent (an unknown
-    key, a key of a mapping), so it is redacted. The ``ValidationError`` itself is dropped: its
-    text quotes the submitted values.
+    The text is made safe here, piece by piece, instead of scanned whole afterwards. pydantic's
+    message is kept only when it is pydantic's own rendering of a template over the schema
+    (see :func:`_problem`); a custom error that borrows a templated type's name, and may quote
+    the value, is told as "is not valid". A field path is kept as it is only when it names a
+    parameter; any other path may carry what the model sent (an unknown key, a key of a
+    mapping). Both are redacted, unless the message is a fixed text of pydantic's. The
+    ``ValidationError`` itself is dropped: its text quotes the submitted values.
     """
     errors = []
     listed = []
     parameters = spec.parameter_names
     secrets = _secrets_of(context)
-    for error in exc.errors(include_url=False, include_context=False, include_input=False):
+    for error in exc.errors(include_url=False, include_input=False):
         loc = error["loc"]
         if len(loc) == 1 and loc[0] in parameters:
             field = str(loc[0])
         else:
             field = redact_text(".".join(map(str, loc)), secrets)
-        problem = _problem(error["type"], error["msg"], field)
-        if _FIXED_MESSAGES.get(error["type"]) != error["msg"]:
-            problem = redact_text(problem, secrets)
+        error_type, text = error["type"], error["msg"]
+        if _FIXED_MESSAGES.get(error_type) == text:
+            problem = _problem(error_type, text, field)
+        else:
+            own = error_type in _TEMPLATED_ERRORS and _renders(error_type, error.get("ctx"), text)
+            problem = redact_text(_problem(error_type, text if own else None, field), secrets)
         errors.append({"field": field, "problem": problem})
         listed.append(f"'{field}' {problem}" if field else problem)
     message = (
@@ -324,7 +335,18 @@ def _input_error(
     return info_for(ToolInputError, message, name, details={"errors": errors})
 
 
-def _problem(error_type: str, message: str, field: str) -> str:
+def _renders(error_type: str, context: dict[str, Any] | None, text: str) -> bool:
+    """Whether ``text`` is pydantic's own message for ``error_type`` with ``context``."""
+    try:
+        own = PydanticKnownError(cast(ErrorType, error_type), context).message()
+    except TypeError:  # a context that does not fit the type's template: a custom error
+        return False
+    return own == text
+
+
+def _problem(error_type: str, message: str | None, field: str) -> str:
+    """What the model is told about one field; ``message`` is pydantic's own text for a
+    templated type, or None when the text is not known to be pydantic's."""
     if error_type == "missing":
         return "is required but was not given"
     if error_type == "extra_forbidden":
@@ -333,7 +355,7 @@ def _problem(error_type: str, message: str, field: str) -> str:
         return "The arguments are not valid JSON: send one JSON object"
     if error_type in ("model_type", "model_attributes_type", "dict_type") and not field:
         return "The arguments must be a JSON object"
-    if error_type in _TEMPLATED_ERRORS:
+    if message is not None and error_type in _TEMPLATED_ERRORS:
         return message.removeprefix("Input ") if message.startswith("Input should") else message
     return f"is not valid ({error_type})"
 
@@ -354,13 +376,15 @@ def _output_error(exc: ValidationError | PydanticSerializationError) -> ToolOutp
     )
 
 
-def _secrets_of(context: ToolContext | None) -> Iterable[str]:
+def _secrets_of(context: ToolContext | None) -> tuple[str, ...]:
     if context is None:
         return ()
-    values = list(context.secrets.values())
-    if context.auth_token:
-        values.append(context.auth_token)
-    return values
+    values = tuple(context.secrets.values())
+    return (*values, context.auth_token) if context.auth_token else values
+
+
+def _has_secrets(context: ToolContext | None) -> bool:
+    return context is not None and bool(context.secrets or context.auth_token)
 
 
 def _log_failure(info: ErrorInfo) -> None:

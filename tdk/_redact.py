@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar, Token
 from typing import Final
 from urllib.parse import unquote
 
@@ -153,15 +154,40 @@ def _scrub_assignments(text: str) -> str:
     return "".join(pieces) + text[done:] if pieces else text
 
 
+#: The exact secret values of the tool call running in this context (its ``ToolContext``'s
+#: secrets and auth token), set by the executor for the call's duration (see
+#: :func:`call_secrets`). Every redaction made during the call scrubs them as well: texts tdk
+#: builds deep inside the call (the HTTP hook's errors, httpx's own log lines) do not have to
+#: be handed the context to be safe.
+_CALL_SECRETS: ContextVar[tuple[str, ...]] = ContextVar("tdk_call_secrets", default=())
+
+
+def call_secrets(secrets: tuple[str, ...]) -> Token[tuple[str, ...]]:
+    """Make ``secrets`` the current call's, in this context; undo with :func:`end_call_secrets`.
+
+    Worker threads the call starts with the context copied (as the executor's do) see them.
+    """
+    return _CALL_SECRETS.set(secrets)
+
+
+def end_call_secrets(token: Token[tuple[str, ...]]) -> None:
+    """Restore the secrets that were current before :func:`call_secrets` returned ``token``."""
+    _CALL_SECRETS.reset(token)
+
+
 def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = None) -> str:
     """Return ``text`` with every known secret, positional credential and token shape replaced.
 
     ``secrets`` are exact values to scrub (longest first, so that a secret containing another
-    is scrubbed whole). Values shorter than four characters are ignored: scrubbing ``"a"`` would
-    destroy the text without protecting anything. With ``limit``, the result is cut to that many
-    characters, with a marker saying how much was cut; the cut happens after redaction, so a
-    secret that straddles the limit is never half-kept.
+    is scrubbed whole), together with those of the tool call running in this context. Values
+    shorter than four characters are ignored: scrubbing ``"a"`` would destroy the text without
+    protecting anything. With ``limit``, the result is cut to that many characters, with a
+    marker saying how much was cut; the cut happens after redaction, so a secret that straddles
+    the limit is never half-kept.
     """
+    ambient = _CALL_SECRETS.get()
+    if ambient:
+        secrets = (*secrets, *ambient)
     if secrets:  # exact values first, over the whole text (linear, and nothing is cut yet)
         exact = {s for s in secrets if len(s) >= _SHORTEST_EXACT_SECRET}
         for secret in sorted(exact, key=len, reverse=True):

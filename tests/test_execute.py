@@ -307,19 +307,21 @@ def _failing_items() -> Any:
     "arguments",
     [
         pytest.param(lambda: {"account": f"{CONTEXT_SECRET} {TOKEN}"}, id="custom-error-quotes"),
+        pytest.param(lambda: {"account": "zzz horse battery"}, id="custom-error-plain-value"),
         pytest.param(lambda: {"account": "acct_1", "items": _failing_items()}, id="iteration"),
     ],
 )
 def test_bad_input_problems_are_redacted_too(arguments: Any) -> None:
-    """A problem text that is not a template over the schema (a custom error borrowing a
-    templated type's name, an iterator that fails with its own message) brings back neither
-    a context secret nor a token."""
+    """A problem text that is not pydantic's own (a custom error borrowing a templated type's
+    name, an iterator that fails with its own message) brings back no value at all: neither a
+    context secret, a token, nor plain text the model sent."""
     result = run(lookup, arguments(), context=ToolContext(secrets={"api": CONTEXT_SECRET}))
     assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
     dumped = json.dumps(result.to_dict())
     assert CONTEXT_SECRET not in dumped
     assert TOKEN not in dumped
     assert "zzz" not in dumped
+    assert "is not valid (" in dumped
 
 
 # ---------------------------------------------------------------------------------------------
@@ -876,6 +878,29 @@ def test_credentials_the_context_does_not_know_are_redacted(describe: Any) -> No
     assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
     assert UNKNOWN_KEY not in json.dumps(result.to_dict())
     assert "[REDACTED]" in (result.error.developer_message or "")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        pytest.param(httpx.ConnectError, id="connect-error"),
+        pytest.param(httpx.ReadTimeout, id="read-timeout"),
+    ],
+)
+def test_a_secret_in_a_url_path_leaves_no_trace(raised: type[httpx.RequestError]) -> None:
+    """A transport error's ``details["url"]`` keeps the path, but not a context secret in it."""
+    path_secret = "pathsecret-31337"
+
+    @tool
+    def fetch(context: ToolContext) -> int:
+        """Fail to reach a URL with a secret in its path."""
+        url = f"https://api.example.com/bot{context.get_secret('KEY')}/send"
+        raise raised("no route", request=httpx.Request("GET", url))
+
+    result = run(fetch, {}, context=ToolContext(secrets={"KEY": path_secret}))
+    assert result.error is not None
+    assert result.error.details["url"] == "https://api.example.com/bot[REDACTED]/send"
+    assert path_secret not in json.dumps(result.to_dict())
 
 
 def test_one_log_record_per_failure(caplog: pytest.LogCaptureFixture) -> None:

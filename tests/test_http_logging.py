@@ -1,17 +1,21 @@
-"""httpx's own log lines get tdk's redaction (against a real HTTP server on 127.0.0.1)."""
+"""httpx's own log lines get tdk's redaction, the secrets of the running call included."""
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 from _http_server import SESSION, serve
 
 import tdk.http
-from tdk.errors import UpstreamNotFoundError
+from tdk import Tool, ToolContext, tool
+from tdk._redact import redact_text
+from tdk.errors import ErrorKind, UpstreamNotFoundError
 from tdk.http import RedactingLogFilter
 
 KEY = "sk-live-0123456789abcdef"
@@ -71,11 +75,12 @@ def test_without_install_the_line_leaks(
 
 
 def test_the_filter_is_added_once(httpx_logger: logging.Logger) -> None:
-    """Installing on several clients leaves one filter on the logger."""
+    """Installing on several clients leaves one filter on the logger, and on httpx2's."""
     for _ in range(3):
         tdk.http.install(httpx.Client()).close()
     assert tdk.http.redact_httpx_logs() is tdk.http.redact_httpx_logs()
     assert [type(f) for f in httpx_logger.filters] == [RedactingLogFilter]
+    assert logging.getLogger("httpx2").filters == httpx_logger.filters
 
 
 def test_on_a_handler_it_covers_httpcore_headers(base_url: str) -> None:
@@ -127,8 +132,80 @@ def test_filter_redacts_a_record(message: str, args: object, expected: str) -> N
     assert record.args is None
 
 
-def test_filter_leaves_a_broken_record_to_logging() -> None:
-    """A record whose arguments do not fit its format is kept as it is (logging reports it)."""
-    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, "%s %s", ("one",), None)
+def test_a_broken_record_is_shown_redacted() -> None:
+    """A record whose arguments do not fit its format shows both, redacted, instead of having
+    logging print the raw arguments to stderr."""
+    url = f"https://bob:{PASSWORD}@h.example/x?api_key={KEY}"
+    record = logging.LogRecord("app", logging.WARNING, __file__, 1, "retrying %d", (url,), None)
     assert RedactingLogFilter().filter(record) is True
-    assert record.args == ("one",)
+    assert record.args is None
+    assert record.getMessage().startswith("retrying %d (")
+    assert PASSWORD not in record.getMessage()
+    assert KEY not in record.getMessage()
+
+
+def test_a_traceback_and_stack_are_redacted() -> None:
+    """On a handler, the filter also redacts the rendered traceback and the stack info."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingLogFilter())
+    logger = logging.getLogger("tdk.tests.traceback")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        try:
+            raise RuntimeError(f"GET https://bob:{PASSWORD}@h.example/x?api_key={KEY}")
+        except RuntimeError:
+            logger.exception("request failed", stack_info=True)
+    finally:
+        logger.removeHandler(handler)
+    output = stream.getvalue()
+    assert "Traceback (most recent call last)" in output
+    assert "Stack (most recent call last)" in output
+    assert "RuntimeError: GET https://[REDACTED]@h.example/x?api_key=[REDACTED]" in output
+    assert PASSWORD not in output
+    assert KEY not in output
+
+
+TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+
+
+def _bot(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(403, json={"ok": False, "description": "Forbidden: bot was blocked"})
+
+
+@tool
+async def notify(context: ToolContext) -> int:
+    """Send a message with a bot token in the URL path (as Telegram's API wants)."""
+    client = tdk.http.install(httpx.AsyncClient(transport=httpx.MockTransport(_bot)))
+    async with client:
+        await client.post(f"https://api.telegram.org/bot{context.get_secret('TG')}/sendMessage")
+    return 1
+
+
+@tool
+def notify_sync(context: ToolContext) -> int:
+    """The same from a sync tool, in its worker thread."""
+    with tdk.http.install(httpx.Client(transport=httpx.MockTransport(_bot))) as client:
+        client.post(f"https://api.telegram.org/bot{context.get_secret('TG')}/sendMessage")
+    return 1
+
+
+@pytest.mark.parametrize("target", [notify, notify_sync], ids=["async", "sync-thread"])
+def test_the_call_secrets_reach_no_log_line(
+    target: Tool[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A context secret that no pattern recognises (a bot token in a URL path) is scrubbed
+    from httpx's request line and the hook's own DEBUG line while the call runs, and from the
+    result; after the call, those values are ordinary text again."""
+    context = ToolContext(secrets={"TG": TOKEN})
+    with caplog.at_level(logging.DEBUG):
+        result = target.run_sync({}, context=context)
+    assert result.kind is ErrorKind.UPSTREAM_RUNTIME_AUTH_ERROR
+    lines = [r.getMessage() for r in caplog.records if r.name in ("httpx", "tdk.http")]
+    assert any(line.startswith("HTTP Request: POST") for line in lines)
+    assert any(line.startswith("upstream error POST") for line in lines)
+    assert TOKEN not in caplog.text
+    assert TOKEN not in json.dumps(result.to_dict())
+    assert "/bot[REDACTED]/sendMessage" in json.dumps(result.to_dict())
+    assert redact_text(f"path /bot{TOKEN}/") == f"path /bot{TOKEN}/"

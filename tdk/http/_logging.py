@@ -1,10 +1,11 @@
 """Redacting the log lines of httpx itself.
 
-httpx logs every request at INFO on the ``httpx`` logger with the whole URL (userinfo and
-query credentials included), and httpcore's DEBUG lines list response headers (``Set-Cookie``
-among them). :class:`RedactingLogFilter` gives those records the redaction tdk applies to its
-own texts; :func:`redact_httpx_logs` puts one on the ``httpx`` logger, and ``install()`` does so
-when it adds the hook.
+httpx logs every request at INFO on the ``httpx`` logger (httpx2 on ``httpx2``) with the
+whole URL, userinfo and query credentials included, and httpcore's DEBUG lines list response
+headers (``Set-Cookie`` among them). :class:`RedactingLogFilter` gives those records the
+redaction tdk applies to its own texts, the secrets of the tool call running included;
+:func:`redact_httpx_logs` puts one on those loggers, and ``install()`` does so when it adds the
+hook.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ class RedactingLogFilter(logging.Filter):
 
     URL arguments (``httpx.URL``, as httpx passes the request's URL) lose their userinfo and
     every query value outside the allowlist of :func:`~tdk._redact.redact_url`; the rest of the
-    message loses credentials by position and token shapes. The message is formatted once,
-    here, and stored redacted (``record.args`` becomes None). Records are never dropped.
+    message loses credentials by position, token shapes and the running call's secrets. The
+    message is formatted once, here, and stored redacted (``record.args`` becomes None); a
+    traceback (``exc_info``) is rendered and redacted too, with the default formatting, and so
+    is ``stack_info``. Records are never dropped.
 
     On a logger it sees only that logger's own records; on a handler, every record the handler
     emits (which is how to cover httpcore's loggers, ``httpcore.http11`` and the like).
@@ -32,31 +35,41 @@ class RedactingLogFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Redact ``record`` in place; always True (the record is kept)."""
+        arguments = record.args if isinstance(record.args, tuple) else ()
         try:
             message = record.getMessage()
-        except Exception:  # a record whose arguments do not fit its format: left to logging
-            return True
-        arguments = record.args if isinstance(record.args, tuple) else ()
+        except Exception:  # arguments that do not fit the format: shown beside it, redacted
+            message = f"{record.msg} {arguments or record.args!r}"
         for argument in arguments:
             if type(argument).__name__ in _URL_TYPES:
                 url = str(argument)
                 message = message.replace(url, redact_url(url))
         record.msg = redact_text(message)
         record.args = None
+        if record.exc_info and not record.exc_text:  # a traceback quotes exception texts
+            record.exc_text = redact_text(_FORMATTER.formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact_text(record.stack_info)
         return True
 
 
-_HTTPX_FILTER: Final = RedactingLogFilter()
+#: Renders a record's traceback before it is redacted (as a handler's formatter would).
+_FORMATTER: Final = logging.Formatter()
+_FILTER: Final = RedactingLogFilter()
+#: The loggers on which httpx and httpx2 write one line per request, URL included.
+_REQUEST_LOGGERS: Final = ("httpx", "httpx2")
 
 
 def redact_httpx_logs() -> RedactingLogFilter:
-    """Put a :class:`RedactingLogFilter` on the ``httpx`` logger (once) and return it.
+    """Put a :class:`RedactingLogFilter` on the ``httpx`` and ``httpx2`` loggers (once each)
+    and return it.
 
     ``install()`` calls this. Call it yourself when you add the hook to a client's
-    ``event_hooks`` by hand. It costs nothing while INFO records of ``httpx`` are not enabled
-    (the default level is WARNING): a logger's filters run only for records it emits.
+    ``event_hooks`` by hand. It costs nothing while their INFO records are not enabled (the
+    default level is WARNING): a logger's filters run only for records it emits.
     """
-    logger = logging.getLogger("httpx")
-    if _HTTPX_FILTER not in logger.filters:
-        logger.addFilter(_HTTPX_FILTER)
-    return _HTTPX_FILTER
+    for name in _REQUEST_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+    return _FILTER
