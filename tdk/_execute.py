@@ -121,7 +121,11 @@ async def execute(
     start = perf_counter()
     # The call's secrets are scrubbed from every text redacted while it runs (the HTTP
     # hook's errors, httpx's log lines), not only from its result.
-    ambient = call_secrets(_secrets_of(context)) if _has_secrets(context) else None
+    ambient = (
+        call_secrets(_secrets_of(context))
+        if context is not None and (context.secrets or context.auth_token)
+        else None
+    )
     try:
         attempts = 0
         task = asyncio.current_task()
@@ -382,9 +386,6 @@ def _secrets_of(context: ToolContext | None) -> tuple[str, ...]:
     values = tuple(context.secrets.values())
     return (*values, context.auth_token) if context.auth_token else values
 
-
-def _has_secrets(context: ToolContext | None) -> bool:
-    return context is not None and bool(context.secrets or context.auth_token)
 
 
 def _log_failure(info: ErrorInfo) -> None:
