@@ -2,8 +2,9 @@
 
 A call goes arguments -> requirements -> validation -> function -> output validation ->
 ``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._classify` ->
-:meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``. Everything that
-needs reflection was done by ``@tool``; nothing here inspects the function.
+:meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``; arguments that
+do not validate are described by :mod:`tdk._arguments`. Everything that needs reflection was
+done by ``@tool``; nothing here inspects the function.
 """
 
 from __future__ import annotations
@@ -15,25 +16,23 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Final, cast, get_args
+from typing import TYPE_CHECKING, Any, Final
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticKnownError, PydanticSerializationError
-from pydantic_core.core_schema import ErrorType
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
+from tdk._arguments import Arguments, invalid_arguments, validate_arguments
 from tdk._classify import to_tool_error
 from tdk._context import ToolContext
-from tdk._redact import call_secrets, end_call_secrets, redact_text
+from tdk._redact import call_secrets, end_call_secrets
 from tdk._result import ToolResult
 from tdk.errors import (
     ErrorInfo,
     ErrorKind,
     ToolError,
-    ToolInputError,
     ToolOutputError,
     ToolRequirementError,
     ToolTimeoutError,
-    info_for,
 )
 
 if TYPE_CHECKING:
@@ -57,8 +56,6 @@ class _Default(enum.Enum):
 DEFAULT: Final = _Default.DEFAULT
 """Sentinel for "use the tool's own setting" (e.g. ``timeout=DEFAULT``)."""
 
-Arguments = Mapping[str, Any] | str | bytes | None
-"""What a model sends: a mapping, or a JSON object as text. None and blank text mean ``{}``."""
 
 _CancelledError: Final = asyncio.CancelledError
 #: Exceptions that end the program or the thread, never a tool call's result.
@@ -68,41 +65,6 @@ _ALWAYS_PROPAGATE: Final = (KeyboardInterrupt, SystemExit)
 _TOOL_BUG_KINDS: Final = frozenset(
     {ErrorKind.TOOL_RUNTIME_FATAL, ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE}
 )
-
-#: pydantic error types whose messages are templates over the schema, never over the input.
-#: Others may quote the input or carry the text of an arbitrary exception (custom validators'
-#: ``value_error``, ``union_tag_invalid``, the ``{error}`` of ``iteration_error``...), so the
-#: model is told only that the field is not valid.
-_QUOTES_INPUT: Final = frozenset(
-    {
-        "value_error",
-        "assertion_error",
-        "union_tag_invalid",
-        "iteration_error",
-        "mapping_type",
-        "get_attribute_error",
-        "no_such_attribute",
-        "datetime_object_invalid",
-        "bytes_invalid_encoding",
-    }
-)
-_TEMPLATED_ERRORS: Final = frozenset(get_args(ErrorType)) - _QUOTES_INPUT
-
-
-def _fixed_messages() -> dict[str, str]:
-    """The message of each templated error type that takes no context. A message equal to its
-    type's is pydantic's own and quotes nothing; any other (a custom error may borrow a
-    type's name) is redacted before it is shown."""
-    fixed = {}
-    for error_type in _TEMPLATED_ERRORS:
-        try:
-            fixed[error_type] = PydanticKnownError(error_type).message()
-        except TypeError:  # the type's template needs context
-            continue
-    return fixed
-
-
-_FIXED_MESSAGES: Final = _fixed_messages()
 
 
 async def execute(
@@ -138,10 +100,10 @@ async def execute(
                 validated = (  # a plain dict, as models send, goes straight to the validator
                     model.__pydantic_validator__.validate_python(arguments)
                     if type(arguments) is dict
-                    else _validate_arguments(model, arguments)
+                    else validate_arguments(model, arguments)
                 )
             except ValidationError as invalid:
-                info = _input_error(invalid, spec, name, context)
+                info = invalid_arguments(invalid, spec, name, _secrets_of(context))
                 return _finish(name, info, call_id, 0, start)
             kwargs = spec.arguments(validated, context)
             attempts = 1
@@ -288,82 +250,6 @@ def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
         )
 
 
-def _validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseModel:
-    if isinstance(arguments, (str, bytes)):  # (a tuple: ``str | bytes`` is built per call)
-        if not arguments.strip():
-            return model.model_validate({})
-        return model.model_validate_json(arguments)
-    # The validator itself: model_validate() adds a Python frame per call.
-    validated: BaseModel = model.__pydantic_validator__.validate_python(
-        {} if arguments is None else arguments
-    )
-    return validated
-
-
-def _input_error(
-    exc: ValidationError, spec: ToolSpec, name: str, context: ToolContext | None
-) -> ErrorInfo:
-    """The error for arguments that did not validate: every field and what it expects.
-
-    The text is made safe here, piece by piece, instead of scanned whole afterwards. pydantic's
-    message is kept only when it is pydantic's own rendering of a template over the schema
-    (see :func:`_problem`); a custom error that borrows a templated type's name, and may quote
-    the value, is told as "is not valid". A field path is kept as it is only when it names a
-    parameter; any other path may carry what the model sent (an unknown key, a key of a
-    mapping). Both are redacted, unless the message is a fixed text of pydantic's. The
-    ``ValidationError`` itself is dropped: its text quotes the submitted values.
-    """
-    errors = []
-    listed = []
-    parameters = spec.parameter_names
-    secrets = _secrets_of(context)
-    for error in exc.errors(include_url=False, include_input=False):
-        loc = error["loc"]
-        if len(loc) == 1 and loc[0] in parameters:
-            field = str(loc[0])
-        else:
-            field = redact_text(".".join(map(str, loc)), secrets)
-        error_type, text = error["type"], error["msg"]
-        if _FIXED_MESSAGES.get(error_type) == text:
-            problem = _problem(error_type, text, field)
-        else:
-            own = error_type in _TEMPLATED_ERRORS and _renders(error_type, error.get("ctx"), text)
-            problem = redact_text(_problem(error_type, text if own else None, field), secrets)
-        errors.append({"field": field, "problem": problem})
-        listed.append(f"'{field}' {problem}" if field else problem)
-    message = (
-        f"Invalid arguments: {'; '.join(listed)}. "
-        f"Parameters: {', '.join(parameters) or 'none'}. "
-        "Fix the arguments and call the tool again."
-    )
-    return info_for(ToolInputError, message, name, details={"errors": errors})
-
-
-def _renders(error_type: str, context: dict[str, Any] | None, text: str) -> bool:
-    """Whether ``text`` is pydantic's own message for ``error_type`` with ``context``."""
-    try:
-        own = PydanticKnownError(cast(ErrorType, error_type), context).message()
-    except TypeError:  # a context that does not fit the type's template: a custom error
-        return False
-    return own == text
-
-
-def _problem(error_type: str, message: str | None, field: str) -> str:
-    """What the model is told about one field; ``message`` is pydantic's own text for a
-    templated type, or None when the text is not known to be pydantic's."""
-    if error_type == "missing":
-        return "is required but was not given"
-    if error_type == "extra_forbidden":
-        return "is not a parameter of this tool"
-    if error_type == "json_invalid":
-        return "The arguments are not valid JSON: send one JSON object"
-    if error_type in ("model_type", "model_attributes_type", "dict_type") and not field:
-        return "The arguments must be a JSON object"
-    if message is not None and error_type in _TEMPLATED_ERRORS:
-        return message.removeprefix("Input ") if message.startswith("Input should") else message
-    return f"is not valid ({error_type})"
-
-
 def _output_error(exc: ValidationError | PydanticSerializationError) -> ToolOutputError:
     """The error for a return value that does not match the return annotation."""
     problems = (
@@ -385,7 +271,6 @@ def _secrets_of(context: ToolContext | None) -> tuple[str, ...]:
         return ()
     values = tuple(context.secrets.values())
     return (*values, context.auth_token) if context.auth_token else values
-
 
 
 def _log_failure(info: ErrorInfo) -> None:

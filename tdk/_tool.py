@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from types import FrameType
 from typing import Any, Generic, NoReturn, ParamSpec, TypeVar, cast, overload
 
+from tdk._arguments import Arguments
 from tdk._context import ToolContext
 from tdk._definition import (
     Problem,
@@ -25,7 +26,7 @@ from tdk._definition import (
     define_tool,
     raise_problems,
 )
-from tdk._execute import DEFAULT, Arguments, _Default, execute, map_direct_call_error
+from tdk._execute import DEFAULT, _Default, execute, map_direct_call_error
 from tdk._result import ToolResult
 
 __all__ = ["Tool", "tool"]

@@ -21,10 +21,11 @@ from time import perf_counter
 from types import ModuleType
 from typing import Any, TypeAlias
 
+from tdk._arguments import Arguments
 from tdk._classify import describe
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
-from tdk._execute import DEFAULT, Arguments, _Default, failed
+from tdk._execute import DEFAULT, _Default, failed
 from tdk._result import ToolResult
 from tdk._tool import Tool
 from tdk.errors import ToolDefinitionError, ToolkitLoadError, ToolNotFoundError

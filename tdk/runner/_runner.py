@@ -19,8 +19,9 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
+from tdk._arguments import Arguments
 from tdk._context import ToolContext
-from tdk._execute import DEFAULT, Arguments, _Default, failed
+from tdk._execute import DEFAULT, _Default, failed
 from tdk._result import ToolResult
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit

@@ -1,0 +1,136 @@
+"""Arguments: what a model sends, validated, and described when they are wrong.
+
+The description is tdk's own text, made safe piece by piece (see :func:`invalid_arguments`):
+it never goes through the whole-text scan of ``ErrorInfo.from_exception``, which keeps the
+invalid-arguments path about as cheap as a successful call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final, cast, get_args
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticKnownError
+from pydantic_core.core_schema import ErrorType
+
+from tdk._redact import redact_text
+from tdk.errors import ErrorInfo, ToolInputError, info_for
+
+if TYPE_CHECKING:
+    from tdk._definition import ToolSpec
+
+Arguments = Mapping[str, Any] | str | bytes | None
+"""What a model sends: a mapping, or a JSON object as text. None and blank text mean ``{}``."""
+
+#: pydantic error types whose messages are templates over the schema, never over the input.
+#: Others may quote the input or carry the text of an arbitrary exception (custom validators'
+#: ``value_error``, ``union_tag_invalid``, the ``{error}`` of ``iteration_error``...), so the
+#: model is told only that the field is not valid.
+_QUOTES_INPUT: Final = frozenset(
+    {
+        "value_error",
+        "assertion_error",
+        "union_tag_invalid",
+        "iteration_error",
+        "mapping_type",
+        "get_attribute_error",
+        "no_such_attribute",
+        "datetime_object_invalid",
+        "bytes_invalid_encoding",
+    }
+)
+_TEMPLATED_ERRORS: Final = frozenset(get_args(ErrorType)) - _QUOTES_INPUT
+
+
+def _fixed_messages() -> dict[str, str]:
+    """The message of each templated error type that takes no context. A message equal to its
+    type's is pydantic's own and quotes nothing; any other (a custom error may borrow a
+    type's name) is redacted before it is shown."""
+    fixed = {}
+    for error_type in _TEMPLATED_ERRORS:
+        try:
+            fixed[error_type] = PydanticKnownError(error_type).message()
+        except TypeError:  # the type's template needs context
+            continue
+    return fixed
+
+
+_FIXED_MESSAGES: Final = _fixed_messages()
+
+
+def validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseModel:
+    """``arguments`` validated by ``model``, from any form but a plain dict (which callers
+    give the validator directly); raises pydantic's ``ValidationError``."""
+    if isinstance(arguments, (str, bytes)):  # (a tuple: ``str | bytes`` is built per call)
+        if not arguments.strip():
+            return model.model_validate({})
+        return model.model_validate_json(arguments)
+    # The validator itself: model_validate() adds a Python frame per call.
+    validated: BaseModel = model.__pydantic_validator__.validate_python(
+        {} if arguments is None else arguments
+    )
+    return validated
+
+
+def invalid_arguments(
+    exc: ValidationError, spec: ToolSpec, name: str, secrets: tuple[str, ...]
+) -> ErrorInfo:
+    """The error for arguments that did not validate: every field and what it expects.
+
+    The text is made safe here, piece by piece, instead of scanned whole afterwards. pydantic's
+    message is kept only when it is pydantic's own rendering of a template over the schema
+    (see :func:`_problem`); a custom error that borrows a templated type's name, and may quote
+    the value, is told as "is not valid". A field path is kept as it is only when it names a
+    parameter; any other path may carry what the model sent (an unknown key, a key of a
+    mapping). Both are redacted, unless the message is a fixed text of pydantic's. The
+    ``ValidationError`` itself is dropped: its text quotes the submitted values.
+    """
+    errors = []
+    listed = []
+    parameters = spec.parameter_names
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = error["loc"]
+        if len(loc) == 1 and loc[0] in parameters:
+            field = str(loc[0])
+        else:
+            field = redact_text(".".join(map(str, loc)), secrets)
+        error_type, text = error["type"], error["msg"]
+        if _FIXED_MESSAGES.get(error_type) == text:
+            problem = _problem(error_type, text, field)
+        else:
+            own = error_type in _TEMPLATED_ERRORS and _renders(error_type, error.get("ctx"), text)
+            problem = redact_text(_problem(error_type, text if own else None, field), secrets)
+        errors.append({"field": field, "problem": problem})
+        listed.append(f"'{field}' {problem}" if field else problem)
+    message = (
+        f"Invalid arguments: {'; '.join(listed)}. "
+        f"Parameters: {', '.join(parameters) or 'none'}. "
+        "Fix the arguments and call the tool again."
+    )
+    return info_for(ToolInputError, message, name, details={"errors": errors})
+
+
+def _renders(error_type: str, context: dict[str, Any] | None, text: str) -> bool:
+    """Whether ``text`` is pydantic's own message for ``error_type`` with ``context``."""
+    try:
+        own = PydanticKnownError(cast(ErrorType, error_type), context).message()
+    except TypeError:  # a context that does not fit the type's template: a custom error
+        return False
+    return own == text
+
+
+def _problem(error_type: str, message: str | None, field: str) -> str:
+    """What the model is told about one field; ``message`` is pydantic's own text for a
+    templated type, or None when the text is not known to be pydantic's."""
+    if error_type == "missing":
+        return "is required but was not given"
+    if error_type == "extra_forbidden":
+        return "is not a parameter of this tool"
+    if error_type == "json_invalid":
+        return "The arguments are not valid JSON: send one JSON object"
+    if error_type in ("model_type", "model_attributes_type", "dict_type") and not field:
+        return "The arguments must be a JSON object"
+    if message is not None and error_type in _TEMPLATED_ERRORS:
+        return message.removeprefix("Input ") if message.startswith("Input should") else message
+    return f"is not valid ({error_type})"
