@@ -8,10 +8,10 @@ invalid-arguments path about as cheap as a successful call.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, cast, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticKnownError
+from pydantic_core import InitErrorDetails, PydanticKnownError
 from pydantic_core.core_schema import ErrorType
 
 from tdk._redact import redact_text
@@ -43,14 +43,30 @@ _QUOTES_INPUT: Final = frozenset(
 _TEMPLATED_ERRORS: Final = frozenset(get_args(ErrorType)) - _QUOTES_INPUT
 
 
-def _fixed_messages() -> dict[str, str]:
-    """The message of each templated error type that takes no context. A message equal to its
-    type's is pydantic's own and quotes nothing; any other (a custom error may borrow a
-    type's name) is redacted before it is shown."""
+def _rendered(
+    error_type: str, context: dict[str, Any] | None, input_type: Literal["python", "json"]
+) -> str:
+    """pydantic's own message for ``error_type`` with ``context``, worded for Python or JSON
+    input (they differ: "a valid list" / "a valid array"). TypeError when the context does
+    not fit the type's template."""
+    if input_type == "python":
+        return PydanticKnownError(cast(ErrorType, error_type), context).message()
+    line: InitErrorDetails = {"type": cast(ErrorType, error_type), "loc": (), "input": None}
+    if context is not None:
+        line["ctx"] = context
+    return ValidationError.from_exception_data("", [line], input_type="json").errors()[0]["msg"]
+
+
+def _fixed_messages() -> dict[str, frozenset[str]]:
+    """The messages of each templated error type that takes no context, in both wordings. A
+    message among its type's is pydantic's own and quotes nothing; any other (a custom error
+    may borrow a type's name) is checked against the template with its context."""
     fixed = {}
     for error_type in _TEMPLATED_ERRORS:
         try:
-            fixed[error_type] = PydanticKnownError(error_type).message()
+            fixed[error_type] = frozenset(
+                (_rendered(error_type, None, "python"), _rendered(error_type, None, "json"))
+            )
         except TypeError:  # the type's template needs context
             continue
     return fixed
@@ -96,7 +112,7 @@ def invalid_arguments(
         else:
             field = redact_text(".".join(map(str, loc)), secrets)
         error_type, text = error["type"], error["msg"]
-        if _FIXED_MESSAGES.get(error_type) == text:
+        if text in _FIXED_MESSAGES.get(error_type, ()):
             problem = _problem(error_type, text, field)
         else:
             own = error_type in _TEMPLATED_ERRORS and _renders(error_type, error.get("ctx"), text)
@@ -112,12 +128,14 @@ def invalid_arguments(
 
 
 def _renders(error_type: str, context: dict[str, Any] | None, text: str) -> bool:
-    """Whether ``text`` is pydantic's own message for ``error_type`` with ``context``."""
+    """Whether ``text`` is pydantic's own message for ``error_type`` with ``context``, for
+    Python or JSON input."""
     try:
-        own = PydanticKnownError(cast(ErrorType, error_type), context).message()
+        if text == _rendered(error_type, context, "python"):
+            return True
+        return text == _rendered(error_type, context, "json")
     except TypeError:  # a context that does not fit the type's template: a custom error
         return False
-    return own == text
 
 
 def _problem(error_type: str, message: str | None, field: str) -> str:

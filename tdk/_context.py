@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from tdk.errors import ToolRequirementError
 
@@ -48,10 +49,18 @@ class ToolContext:
     """The end user the call is made for, when the host knows it."""
     auth_token: str | None = field(default=None, repr=False)
     """The end user's own credential, when the host passes one. Never shown by ``repr()``."""
+    _secret_values: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """Every non-empty secret value and the auth token, each also as a URL would carry it
+    (percent-encoded), computed once: what redaction scrubs for a call with this context."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "secrets", MappingProxyType(dict(self.secrets)))
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        values = [*self.secrets.values(), self.auth_token]
+        found = dict.fromkeys(v for v in values if isinstance(v, str) and v)
+        for value in list(found):  # httpx percent-encodes what a URL cannot carry as it is
+            found.update(dict.fromkeys((quote(value, safe=""), quote_plus(value))))
+        object.__setattr__(self, "_secret_values", tuple(found))
 
     def get_secret(self, name: str) -> str:
         """The secret called ``name``.

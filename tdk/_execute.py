@@ -83,11 +83,8 @@ async def execute(
     start = perf_counter()
     # The call's secrets are scrubbed from every text redacted while it runs (the HTTP
     # hook's errors, httpx's log lines), not only from its result.
-    ambient = (
-        call_secrets(_secrets_of(context))
-        if context is not None and (context.secrets or context.auth_token)
-        else None
-    )
+    secrets = _secrets_of(context)
+    ambient = call_secrets(secrets) if secrets else None
     try:
         attempts = 0
         task = asyncio.current_task()
@@ -103,7 +100,7 @@ async def execute(
                     else validate_arguments(model, arguments)
                 )
             except ValidationError as invalid:
-                info = invalid_arguments(invalid, spec, name, _secrets_of(context))
+                info = invalid_arguments(invalid, spec, name, secrets)
                 return _finish(name, info, call_id, 0, start)
             kwargs = spec.arguments(validated, context)
             attempts = 1
@@ -267,10 +264,15 @@ def _output_error(exc: ValidationError | PydanticSerializationError) -> ToolOutp
 
 
 def _secrets_of(context: ToolContext | None) -> tuple[str, ...]:
+    """The exact values to scrub for a call with ``context`` (computed once per context)."""
     if context is None:
         return ()
-    values = tuple(context.secrets.values())
-    return (*values, context.auth_token) if context.auth_token else values
+    try:
+        return context._secret_values  # tdk's own attribute, computed by ToolContext
+    except AttributeError:
+        raise TypeError(
+            f"context must be a ToolContext or None, not {type(context).__name__}"
+        ) from None
 
 
 def _log_failure(info: ErrorInfo) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from contextvars import ContextVar, Token
 from typing import Final
 from urllib.parse import unquote
@@ -163,16 +164,20 @@ _CALL_SECRETS: ContextVar[tuple[str, ...]] = ContextVar("tdk_call_secrets", defa
 
 
 def call_secrets(secrets: tuple[str, ...]) -> Token[tuple[str, ...]]:
-    """Make ``secrets`` the current call's, in this context; undo with :func:`end_call_secrets`.
+    """Add ``secrets`` to the current call's, in this context (a call made inside another
+    keeps the outer call's too); undo with :func:`end_call_secrets`.
 
     Worker threads the call starts with the context copied (as the executor's do) see them.
     """
-    return _CALL_SECRETS.set(secrets)
+    outer = _CALL_SECRETS.get()
+    return _CALL_SECRETS.set((*outer, *secrets) if outer else secrets)
 
 
 def end_call_secrets(token: Token[tuple[str, ...]]) -> None:
     """Restore the secrets that were current before :func:`call_secrets` returned ``token``."""
-    _CALL_SECRETS.reset(token)
+    # A call closed in another context (its loop is gone) has nothing to undo.
+    with suppress(ValueError):
+        _CALL_SECRETS.reset(token)
 
 
 def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = None) -> str:
@@ -189,7 +194,7 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     if ambient:
         secrets = (*secrets, *ambient)
     if secrets:  # exact values first, over the whole text (linear, and nothing is cut yet)
-        exact = {s for s in secrets if len(s) >= _SHORTEST_EXACT_SECRET}
+        exact = {s for s in secrets if isinstance(s, str) and len(s) >= _SHORTEST_EXACT_SECRET}
         for secret in sorted(exact, key=len, reverse=True):
             text = text.replace(secret, REDACTED)
     if limit is not None and len(text) > limit:

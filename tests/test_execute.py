@@ -881,15 +881,18 @@ def test_credentials_the_context_does_not_know_are_redacted(describe: Any) -> No
 
 
 @pytest.mark.parametrize(
-    "raised",
+    ("raised", "path_secret", "shown"),
     [
-        pytest.param(httpx.ConnectError, id="connect-error"),
-        pytest.param(httpx.ReadTimeout, id="read-timeout"),
+        pytest.param(httpx.ConnectError, "pathsecret-31337", "bot[REDACTED]", id="connect-error"),
+        pytest.param(httpx.ReadTimeout, "pathsecret-31337", "bot[REDACTED]", id="read-timeout"),
+        pytest.param(httpx.ConnectError, "tok en-1234", "bot[REDACTED]", id="percent-encoded"),
     ],
 )
-def test_a_secret_in_a_url_path_leaves_no_trace(raised: type[httpx.RequestError]) -> None:
-    """A transport error's ``details["url"]`` keeps the path, but not a context secret in it."""
-    path_secret = "pathsecret-31337"
+def test_a_secret_in_a_url_path_leaves_no_trace(
+    raised: type[httpx.RequestError], path_secret: str, shown: str
+) -> None:
+    """A transport error's ``details["url"]`` keeps the path, but not a context secret in it,
+    even in the percent-encoded form httpx gives the URL."""
 
     @tool
     def fetch(context: ToolContext) -> int:
@@ -899,8 +902,65 @@ def test_a_secret_in_a_url_path_leaves_no_trace(raised: type[httpx.RequestError]
 
     result = run(fetch, {}, context=ToolContext(secrets={"KEY": path_secret}))
     assert result.error is not None
-    assert result.error.details["url"] == "https://api.example.com/bot[REDACTED]/send"
-    assert path_secret not in json.dumps(result.to_dict())
+    assert result.error.details["url"] == f"https://api.example.com/{shown}/send"
+    dumped = json.dumps(result.to_dict())
+    assert path_secret not in dumped
+    assert "tok%20en" not in dumped
+
+
+def test_a_secret_used_as_a_details_key_is_redacted() -> None:
+    """``details`` keys are redacted like values: a secret can be a key by mistake."""
+
+    @tool
+    def keyed(context: ToolContext) -> int:
+        """Fail with the secret as a details key."""
+        raise RetryableToolError("try again", details={context.get_secret("KEY"): "seen"})
+
+    result = run(keyed, {}, context=ToolContext(secrets={"KEY": SECRET}))
+    assert result.error is not None
+    assert result.error.details == {"[REDACTED]": "seen"}
+
+
+def test_a_context_that_is_not_a_tool_context_is_refused() -> None:
+    """A wrong ``context=`` is the caller's bug, reported as such, before the call runs."""
+    with pytest.raises(TypeError, match="context must be a ToolContext or None, not dict"):
+        run(add, {"a": 1, "b": 2}, context={"secrets": {}})
+
+
+def test_empty_and_missing_secret_values_are_harmless() -> None:
+    """A context may hold None or empty values (``os.environ.get`` of an unset variable):
+    they are not scrubbed, and a call that succeeds returns its value."""
+    context = ToolContext(secrets={"OPTIONAL": None, "EMPTY": "", "API": "realsecret-1234"})  # type: ignore[dict-item]
+    assert run(add, {"a": 1, "b": 2}, context=context).value == 3
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        pytest.param('{"items": 5, "opts": 3}', "'items' should be a valid array", id="json-list"),
+        pytest.param('{"items": 5, "opts": 3}', "'opts' should be an object", id="json-dict"),
+        pytest.param({"items": 5, "opts": 3}, "'items' should be a valid list", id="python-list"),
+        pytest.param({"items": [1], "opts": {"a": 99}}, "less than or equal to 10", id="context"),
+    ],
+)
+def test_pydantics_own_messages_are_kept_for_json_and_python_input(
+    arguments: Any, fragment: str
+) -> None:
+    """pydantic words some messages differently for JSON text and Python data; both are its
+    own, and both reach the model (only texts that are not pydantic's are withheld)."""
+
+    @tool
+    def sized(
+        items: Annotated[list[int], "Items."],
+        opts: Annotated[dict[str, Annotated[int, Field(le=10)]], "Options."],
+    ) -> int:
+        """Count."""
+        return len(items) + len(opts)
+
+    result = run(sized, arguments)
+    assert result.error is not None
+    assert fragment in result.error.message
+    assert "is not valid" not in result.error.message
 
 
 def test_one_log_record_per_failure(caplog: pytest.LogCaptureFixture) -> None:

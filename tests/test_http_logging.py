@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
 import io
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ from _http_server import SESSION, serve
 
 import tdk.http
 from tdk import Tool, ToolContext, tool
-from tdk._redact import redact_text
+from tdk._redact import call_secrets, end_call_secrets, redact_text
 from tdk.errors import ErrorKind, UpstreamNotFoundError
 from tdk.http import RedactingLogFilter
 
@@ -209,3 +210,107 @@ def test_the_call_secrets_reach_no_log_line(
     assert TOKEN not in json.dumps(result.to_dict())
     assert "/bot[REDACTED]/sendMessage" in json.dumps(result.to_dict())
     assert redact_text(f"path /bot{TOKEN}/") == f"path /bot{TOKEN}/"
+
+
+def _ok(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"ok": True})
+
+
+@tool
+def ping(context: ToolContext) -> bool:
+    """Call the API with the bot token in the path."""
+    with tdk.http.install(httpx.Client(transport=httpx.MockTransport(_ok))) as client:
+        return bool(client.get(f"https://api.example.com/bot{context.get_secret('TG')}/ping"))
+
+
+def test_a_logged_successful_call_with_missing_secrets_succeeds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """None and empty secret values (an unset environment variable) are not scrubbed, and do
+    not break the redaction of httpx's line."""
+    context = ToolContext(secrets={"TG": TOKEN, "OPTIONAL": None, "EMPTY": ""})  # type: ignore[dict-item]
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        result = ping.run_sync({}, context=context)
+    assert result.value is True
+    assert "/bot[REDACTED]/ping" in caplog.text
+    assert TOKEN not in caplog.text
+
+
+@tool
+def note(text: Annotated[str, "What to log."], context: ToolContext) -> bool:
+    """Log a text on httpx's logger, with a context of the inner call's own."""
+    logging.getLogger("httpx").info("inner call got %s and %s", text, context.get_secret("TG"))
+    return True
+
+
+@tool
+async def relay(context: ToolContext) -> bool:
+    """Run another tool, with a context of its own, and hand it this call's token."""
+    inner = ToolContext(secrets={"TG": "inner-token-98765"})
+    outcome = await note.run({"text": f"outer {context.get_secret('TG')}"}, context=inner)
+    logging.getLogger("httpx").info("after: outer token %s", context.get_secret("TG"))
+    return bool(outcome.value)
+
+
+def test_a_nested_call_keeps_the_outer_calls_secrets(caplog: pytest.LogCaptureFixture) -> None:
+    """A call made inside another scrubs both calls' secrets while it runs, and the outer
+    call's again after it."""
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        result = relay.run_sync({}, context=ToolContext(secrets={"TG": TOKEN}))
+    assert result.value is True
+    assert "inner call got outer [REDACTED] and [REDACTED]" in caplog.text
+    assert "after: outer token [REDACTED]" in caplog.text
+    assert TOKEN not in caplog.text
+    assert "inner-token-98765" not in caplog.text
+
+
+def test_the_call_secrets_are_undone_even_from_another_context() -> None:
+    """A call whose coroutine is closed in another context (its loop is gone) cannot restore
+    the secrets there; that is not an error."""
+    token = contextvars.copy_context().run(call_secrets, ("x-secret-1",))
+    end_call_secrets(token)  # a token of another context: ignored
+    assert redact_text("x-secret-1") == "x-secret-1"
+
+
+def test_a_traceback_is_redacted_whatever_rendered_it_first() -> None:
+    """A handler without the filter may render the traceback first (into ``exc_text``), and a
+    formatter may read ``exc_info`` itself: the filtered handler still shows no secret."""
+    plain, filtered = io.StringIO(), io.StringIO()
+    first = logging.StreamHandler(plain)  # renders exc_text, unredacted: its own business
+    second = logging.StreamHandler(filtered)
+    second.addFilter(RedactingLogFilter())
+
+    class ExcInfoFormatter(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            shown = self.formatException(record.exc_info) if record.exc_info else ""
+            return f"{super().format(record)}\n{shown}"
+
+    second.setFormatter(ExcInfoFormatter())
+    logger = logging.getLogger("tdk.tests.order")
+    logger.propagate = False
+    for handler in (first, second):
+        logger.addHandler(handler)
+    try:
+        try:
+            raise RuntimeError(f"GET https://h.example/x?api_key={KEY}")
+        except RuntimeError:
+            logger.exception("failed")
+    finally:
+        for handler in (first, second):
+            logger.removeHandler(handler)
+    assert KEY in plain.getvalue()
+    assert "RuntimeError: GET https://h.example/x?api_key=[REDACTED]" in filtered.getvalue()
+    assert KEY not in filtered.getvalue()
+
+
+def test_a_message_that_cannot_be_shown_does_not_raise_into_the_caller() -> None:
+    """A log message whose str() fails is replaced by a note, not raised into the code that
+    logged it."""
+
+    class Hostile:
+        def __str__(self) -> str:
+            raise RuntimeError("no str")
+
+    record = logging.LogRecord("app", logging.WARNING, __file__, 1, Hostile(), ("x",), None)  # type: ignore[arg-type]
+    assert RedactingLogFilter().filter(record) is True
+    assert record.getMessage().startswith("<a log message that could not be formatted")

@@ -25,9 +25,10 @@ class RedactingLogFilter(logging.Filter):
     URL arguments (``httpx.URL``, as httpx passes the request's URL) lose their userinfo and
     every query value outside the allowlist of :func:`~tdk._redact.redact_url`; the rest of the
     message loses credentials by position, token shapes and the running call's secrets. The
-    message is formatted once, here, and stored redacted (``record.args`` becomes None); a
-    traceback (``exc_info``) is rendered and redacted too, with the default formatting, and so
-    is ``stack_info``. Records are never dropped.
+    message is formatted once, here, and stored redacted (``record.args`` becomes None). A
+    traceback is rendered here with the default formatting, redacted, and kept as
+    ``exc_text`` in place of ``exc_info`` (which becomes None, so that no later formatter can
+    render it unredacted); ``stack_info`` is redacted too. Records are never dropped.
 
     On a logger it sees only that logger's own records; on a handler, every record the handler
     emits (which is how to cover httpcore's loggers, ``httpcore.http11`` and the like).
@@ -39,15 +40,24 @@ class RedactingLogFilter(logging.Filter):
         try:
             message = record.getMessage()
         except Exception:  # arguments that do not fit the format: shown beside it, redacted
-            message = f"{record.msg} {arguments or record.args!r}"
+            try:
+                message = f"{record.msg} {arguments or record.args!r}"
+            except Exception:  # a message or argument whose str() fails as well
+                message = f"<a log message that could not be formatted ({type(record.msg)})>"
         for argument in arguments:
             if type(argument).__name__ in _URL_TYPES:
                 url = str(argument)
                 message = message.replace(url, redact_url(url))
         record.msg = redact_text(message)
         record.args = None
-        if record.exc_info and not record.exc_text:  # a traceback quotes exception texts
-            record.exc_text = redact_text(_FORMATTER.formatException(record.exc_info))
+        if record.exc_info:
+            # A traceback quotes exception texts: rendered here, redacted, and kept in place of
+            # the exception itself, so that no formatter can render it again unredacted.
+            text = _FORMATTER.formatException(record.exc_info)
+            record.exc_text = redact_text(text)
+            record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
         if record.stack_info:
             record.stack_info = redact_text(record.stack_info)
         return True
