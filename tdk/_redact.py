@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from contextlib import suppress
 from contextvars import ContextVar, Token
 from typing import Final
 from urllib.parse import unquote
@@ -175,9 +174,10 @@ def call_secrets(secrets: tuple[str, ...]) -> Token[tuple[str, ...]]:
 
 def end_call_secrets(token: Token[tuple[str, ...]]) -> None:
     """Restore the secrets that were current before :func:`call_secrets` returned ``token``."""
-    # A call closed in another context (its loop is gone) has nothing to undo.
-    with suppress(ValueError):
+    try:  # (not contextlib.suppress: this runs once per call with secrets, and is 3x faster)
         _CALL_SECRETS.reset(token)
+    except ValueError:  # a call closed in another context (its loop is gone): nothing to undo
+        return
 
 
 def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = None) -> str:
