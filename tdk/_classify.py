@@ -46,9 +46,10 @@ class MappedOptions(TypedDict, total=False):
 class Mapped(NamedTuple):
     """A foreign exception's tdk error before it is made: its class, its model-facing message
     and its options. :meth:`build` makes the exception (for a direct call, which raises it);
-    :meth:`ErrorInfo.from_exception` reads the fields without making it, which saves a third
-    of the cost of a failed call. Rows whose class adjusts its fields when made (an
-    ``UpstreamError`` picks its subclass and retryability) return the error itself instead.
+    :meth:`ErrorInfo.from_exception` reads the fields without making it (a failed call then
+    builds no exception of its own, and no text is redacted twice). Rows whose class adjusts
+    its fields when made (an ``UpstreamError`` picks its subclass and retryability) return the
+    error itself instead.
     """
 
     cls: type[ToolError]

@@ -935,11 +935,13 @@ def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
     # (A string item is redacted here directly, as the call for it would: one call less each.)
     if isinstance(value, dict):
         return {
-            redact_text(key, secrets): REDACTED  # (a key may itself be a secret value)
-            if key.lower() in SECRET_KEYS
-            else redact_text(item, secrets)
-            if type(item) is str
-            else _redact_json(item, secrets)
+            redact_text(key, secrets): (  # (a key may itself be a secret value)
+                REDACTED
+                if key.lower() in SECRET_KEYS
+                else redact_text(item, secrets)
+                if type(item) is str
+                else _redact_json(item, secrets)
+            )
             for key, item in value.items()
         }
     if isinstance(value, list):
