@@ -99,7 +99,7 @@ def invalid_arguments(
     (see :func:`_problem`); a custom error that borrows a templated type's name, and may quote
     the value, is told as "is not valid". A field path is kept as it is only when it names a
     parameter; any other path may carry what the model sent (an unknown key, a key of a
-    mapping). Both are redacted, unless the message is a fixed text of pydantic's. The
+    mapping), so it is redacted, as is every message but pydantic's fixed texts. The
     ``ValidationError`` itself is dropped: its text quotes the submitted values.
     """
     errors = []
