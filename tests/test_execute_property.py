@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import re
 from enum import Enum
 from typing import Annotated, Any, Literal
 
@@ -131,3 +132,38 @@ def test_any_exception_gives_a_valid_result(exc: Exception, is_async: bool) -> N
     result = asyncio.run(raising.run({}))
     assert result.error is not None
     _check(result)
+
+
+marked_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.integers(0, 10**9).map(lambda n: f"Zq{n}qZ"),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from(["field", "values", "other"]), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    target=st.sampled_from([scalars, structured]),
+    args=st.dictionaries(
+        st.sampled_from(["text", "count", "ratio", "flag", "colour", "mode", "filters", "when"]),
+        marked_values,
+        max_size=6,
+    ),
+    as_json=st.booleans(),
+)
+def test_bad_arguments_never_echo_a_value(
+    target: Tool[..., Any], args: dict[str, Any], as_json: bool
+) -> None:
+    """Whatever values the model sends (as data or as JSON text), none comes back in the
+    error: every string value is a marker, and no marker appears in any field of it."""
+    result = asyncio.run(target.run(json.dumps(args) if as_json else args))
+    _check(result)
+    if result.error is not None:
+        assert re.search(r"Zq\d+qZ", json.dumps(result.error.to_dict())) is None
