@@ -929,9 +929,13 @@ def test_a_context_that_is_not_a_tool_context_is_refused() -> None:
 
 def test_empty_and_missing_secret_values_are_harmless() -> None:
     """A context may hold None or empty values (``os.environ.get`` of an unset variable):
-    they are not scrubbed, and a call that succeeds returns its value."""
+    they are not scrubbed, and calls that succeed or fail return their result."""
     context = ToolContext(secrets={"OPTIONAL": None, "EMPTY": "", "API": "realsecret-1234"})  # type: ignore[dict-item]
     assert run(add, {"a": 1, "b": 2}, context=context).value == 3
+    failed = run(add, {"a": "x"}, context=context)
+    assert failed.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    broken = run(traced, {}, context=context)
+    assert broken.kind is ErrorKind.TOOL_RUNTIME_FATAL
 
 
 @pytest.mark.parametrize(
