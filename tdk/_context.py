@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote, quote_plus
 
+from tdk._redact import SHORTEST_EXACT_SECRET
 from tdk.errors import ToolRequirementError
 
 __all__ = ["ToolContext"]
@@ -26,6 +27,30 @@ def _rebuild(
 ) -> ToolContext:
     """Recreate a context for ``pickle`` and ``copy`` (read-only mappings do not pickle)."""
     return ToolContext(secrets=secrets, metadata=metadata, user_id=user_id, auth_token=auth_token)
+
+
+#: Characters httpx leaves as they are in a URL path (RFC 3986 sub-delims, ":", "@", "/").
+_PATH_SAFE: Final = "!$&'()*+,;=:@/"
+
+
+def secret_values(context: ToolContext) -> tuple[str, ...]:
+    """The exact values to scrub for a call with ``context``: every secret value and the auth
+    token as text (a value given as a number or bytes, too), each also in the percent-encoded
+    forms a URL carries (in a path, in a query). None, empty values and values shorter than
+    redaction's minimum are left out: scrubbing them would destroy text and protect nothing.
+    """
+    found: dict[str, None] = {}
+    for value in (*context.secrets.values(), context.auth_token):
+        if value is None:
+            continue
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        if len(text) < SHORTEST_EXACT_SECRET:
+            continue
+        found[text] = None
+        for safe in ("", _PATH_SAFE):  # (surrogateescape: a value read from os.environ)
+            found[quote(text, safe=safe, errors="surrogateescape")] = None
+        found[quote_plus(text, errors="surrogateescape")] = None
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,17 +75,13 @@ class ToolContext:
     auth_token: str | None = field(default=None, repr=False)
     """The end user's own credential, when the host passes one. Never shown by ``repr()``."""
     _secret_values: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    """Every non-empty secret value and the auth token, each also as a URL would carry it
-    (percent-encoded), computed once: what redaction scrubs for a call with this context."""
+    """What redaction scrubs for a call with this context, computed once (see
+    :func:`secret_values`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "secrets", MappingProxyType(dict(self.secrets)))
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
-        values = [*self.secrets.values(), self.auth_token]
-        found = dict.fromkeys(v for v in values if isinstance(v, str) and v)
-        for value in list(found):  # httpx percent-encodes what a URL cannot carry as it is
-            found.update(dict.fromkeys((quote(value, safe=""), quote_plus(value))))
-        object.__setattr__(self, "_secret_values", tuple(found))
+        object.__setattr__(self, "_secret_values", secret_values(self))
 
     def get_secret(self, name: str) -> str:
         """The secret called ``name``.

@@ -23,7 +23,7 @@ from pydantic_core import PydanticSerializationError
 
 from tdk._arguments import Arguments, invalid_arguments, validate_arguments
 from tdk._classify import to_tool_error
-from tdk._context import ToolContext
+from tdk._context import ToolContext, secret_values
 from tdk._redact import call_secrets, end_call_secrets
 from tdk._result import ToolResult
 from tdk.errors import (
@@ -270,6 +270,8 @@ def _secrets_of(context: ToolContext | None) -> tuple[str, ...]:
     try:
         return context._secret_values  # tdk's own attribute, computed by ToolContext
     except AttributeError:
+        if isinstance(context, ToolContext):  # a subclass whose __post_init__ skipped ours
+            return secret_values(context)
         raise TypeError(
             f"context must be a ToolContext or None, not {type(context).__name__}"
         ) from None

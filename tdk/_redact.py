@@ -54,7 +54,8 @@ SAFE_QUERY_NAMES: Final = frozenset(
     ("page", "per_page", "page_size", "limit", "offset", "cursor", "sort", "order", "api-version")
 )
 
-_SHORTEST_EXACT_SECRET: Final = 4
+#: Exact secret values shorter than this are not scrubbed (see :func:`redact_text`).
+SHORTEST_EXACT_SECRET: Final = 4
 #: Characters read past a cut so that a secret straddling it is still recognised whole.
 _REDACTION_LOOKAHEAD: Final = 4096
 
@@ -194,7 +195,7 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     if ambient:
         secrets = (*secrets, *ambient)
     if secrets:  # exact values first, over the whole text (linear, and nothing is cut yet)
-        exact = {s for s in secrets if isinstance(s, str) and len(s) >= _SHORTEST_EXACT_SECRET}
+        exact = {s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET}
         for secret in sorted(exact, key=len, reverse=True):
             text = text.replace(secret, REDACTED)
     if limit is not None and len(text) > limit:

@@ -934,16 +934,21 @@ def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
         return redact_text(value, secrets)
     # (A string item is redacted here directly, as the call for it would: one call less each.)
     if isinstance(value, dict):
-        return {
-            redact_text(key, secrets): (  # (a key may itself be a secret value)
+        redacted: dict[str, Any] = {}
+        for key, item in value.items():
+            shown = redact_text(key, secrets)  # a key may itself be a secret value
+            base, n = shown, 1
+            while shown in redacted:  # keys that differed only by a secret: each kept
+                n += 1
+                shown = f"{base} ({n})"
+            redacted[shown] = (
                 REDACTED
                 if key.lower() in SECRET_KEYS
                 else redact_text(item, secrets)
                 if type(item) is str
                 else _redact_json(item, secrets)
             )
-            for key, item in value.items()
-        }
+        return redacted
     if isinstance(value, list):
         return [
             redact_text(item, secrets) if type(item) is str else _redact_json(item, secrets)

@@ -8,7 +8,8 @@ import pickle
 
 import pytest
 
-from tdk import ToolContext
+from tdk import ToolContext, tool
+from tdk._context import secret_values
 from tdk.errors import ErrorCategory, ErrorKind, ToolRequirementError
 
 TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
@@ -136,3 +137,70 @@ def test_context_copies_and_pickles(context: ToolContext, clone: object) -> None
     assert other == context
     with pytest.raises(TypeError):
         other.secrets["OTHER"] = "x"
+
+
+@pytest.mark.parametrize(
+    ("secrets", "auth_token", "scrubbed", "kept"),
+    [
+        pytest.param(
+            {"A": "tok en/1234:x@y"},
+            None,
+            [
+                "tok en/1234:x@y",
+                "tok%20en/1234:x@y",
+                "tok%20en%2F1234%3Ax%40y",
+                "tok+en%2F1234%3Ax%40y",
+            ],
+            [],
+            id="as-in-a-path-and-a-query",
+        ),
+        pytest.param(
+            {"A": 12345678, "B": b"bytes-secret"},
+            None,
+            ["12345678", "bytes-secret"],
+            [],
+            id="numbers-and-bytes-as-text",
+        ),
+        pytest.param({"A": None, "B": ""}, "tok-9999", ["tok-9999"], [], id="none-and-empty"),
+        pytest.param({"A": "//", "B": "é"}, None, [], ["//", "%2F%2F", "%C3%A9"], id="too-short"),
+        pytest.param(
+            {"A": "key-\udcff-123"},
+            None,
+            ["key-\udcff-123", "key-%FF-123"],
+            [],
+            id="undecodable-environment-byte",
+        ),
+    ],
+)
+def test_secret_values_are_what_redaction_scrubs(
+    secrets: dict[str, object], auth_token: str | None, scrubbed: list[str], kept: list[str]
+) -> None:
+    """Every usable secret, as text and in the percent-encoded forms a URL carries; nothing
+    that would only destroy text."""
+    context = ToolContext(secrets=secrets, auth_token=auth_token)  # type: ignore[arg-type]
+    values = secret_values(context)
+    for value in scrubbed:
+        assert value in values
+    for value in kept:
+        assert value not in values
+
+
+def test_a_subclass_that_skips_our_post_init_still_works() -> None:
+    """A subclass whose ``__post_init__`` does not call ours still has its secrets scrubbed."""
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class TenantContext(ToolContext):
+        tenant: str = "t1"
+
+        def __post_init__(self) -> None:
+            if not self.tenant:
+                raise ValueError("tenant required")
+
+    @tool
+    def boom(context: ToolContext) -> int:
+        """Fail with the secret in the message."""
+        raise ValueError(f"bad {context.get_secret('K')}")
+
+    result = boom.run_sync({}, context=TenantContext(secrets={"K": "tenant-secret-1"}))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert "tenant-secret-1" not in str(result.to_dict())

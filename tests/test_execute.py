@@ -886,6 +886,7 @@ def test_credentials_the_context_does_not_know_are_redacted(describe: Any) -> No
         pytest.param(httpx.ConnectError, "pathsecret-31337", "bot[REDACTED]", id="connect-error"),
         pytest.param(httpx.ReadTimeout, "pathsecret-31337", "bot[REDACTED]", id="read-timeout"),
         pytest.param(httpx.ConnectError, "tok en-1234", "bot[REDACTED]", id="percent-encoded"),
+        pytest.param(httpx.ConnectError, "tok en/12:34", "bot[REDACTED]", id="path-encoded"),
     ],
 )
 def test_a_secret_in_a_url_path_leaves_no_trace(
@@ -909,16 +910,25 @@ def test_a_secret_in_a_url_path_leaves_no_trace(
 
 
 def test_a_secret_used_as_a_details_key_is_redacted() -> None:
-    """``details`` keys are redacted like values: a secret can be a key by mistake."""
+    """``details`` keys are redacted like values: a secret can be a key by mistake. Keys that
+    differed only by a secret are all kept."""
 
     @tool
     def keyed(context: ToolContext) -> int:
         """Fail with the secret as a details key."""
-        raise RetryableToolError("try again", details={context.get_secret("KEY"): "seen"})
+        secret = context.get_secret("KEY")
+        raise RetryableToolError(
+            "try again",
+            details={secret: "seen", "token=abc123": 1, "token=def456": 2},
+        )
 
     result = run(keyed, {}, context=ToolContext(secrets={"KEY": SECRET}))
     assert result.error is not None
-    assert result.error.details == {"[REDACTED]": "seen"}
+    assert result.error.details == {
+        "[REDACTED]": "seen",
+        "token=[REDACTED]": 1,
+        "token=[REDACTED] (2)": 2,
+    }
 
 
 def test_a_context_that_is_not_a_tool_context_is_refused() -> None:

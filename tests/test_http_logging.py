@@ -273,22 +273,18 @@ def test_the_call_secrets_are_undone_even_from_another_context() -> None:
 
 
 def test_a_traceback_is_redacted_whatever_rendered_it_first() -> None:
-    """A handler without the filter may render the traceback first (into ``exc_text``), and a
-    formatter may read ``exc_info`` itself: the filtered handler still shows no secret."""
+    """A handler without the filter may render the traceback first (into ``exc_text``): the
+    filtered handler still shows it redacted, and the exception object stays available."""
     plain, filtered = io.StringIO(), io.StringIO()
     first = logging.StreamHandler(plain)  # renders exc_text, unredacted: its own business
     second = logging.StreamHandler(filtered)
     second.addFilter(RedactingLogFilter())
-
-    class ExcInfoFormatter(logging.Formatter):
-        def format(self, record: logging.LogRecord) -> str:
-            shown = self.formatException(record.exc_info) if record.exc_info else ""
-            return f"{super().format(record)}\n{shown}"
-
-    second.setFormatter(ExcInfoFormatter())
+    seen: list[logging.LogRecord] = []
+    third = logging.Handler()
+    third.emit = seen.append  # type: ignore[method-assign]
     logger = logging.getLogger("tdk.tests.order")
     logger.propagate = False
-    for handler in (first, second):
+    for handler in (first, second, third):
         logger.addHandler(handler)
     try:
         try:
@@ -296,11 +292,13 @@ def test_a_traceback_is_redacted_whatever_rendered_it_first() -> None:
         except RuntimeError:
             logger.exception("failed")
     finally:
-        for handler in (first, second):
+        for handler in (first, second, third):
             logger.removeHandler(handler)
     assert KEY in plain.getvalue()
     assert "RuntimeError: GET https://h.example/x?api_key=[REDACTED]" in filtered.getvalue()
     assert KEY not in filtered.getvalue()
+    assert seen[0].exc_info is not None
+    assert seen[0].exc_info[0] is RuntimeError
 
 
 def test_a_message_that_cannot_be_shown_does_not_raise_into_the_caller() -> None:

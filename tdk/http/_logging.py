@@ -26,9 +26,11 @@ class RedactingLogFilter(logging.Filter):
     every query value outside the allowlist of :func:`~tdk._redact.redact_url`; the rest of the
     message loses credentials by position, token shapes and the running call's secrets. The
     message is formatted once, here, and stored redacted (``record.args`` becomes None). A
-    traceback is rendered here with the default formatting, redacted, and kept as
-    ``exc_text`` in place of ``exc_info`` (which becomes None, so that no later formatter can
-    render it unredacted); ``stack_info`` is redacted too. Records are never dropped.
+    traceback is rendered here with the default formatting and stored redacted as
+    ``exc_text``, which logging's formatters print instead of rendering ``exc_info`` again;
+    ``stack_info`` is redacted too. ``exc_info`` itself is kept, for code that wants the
+    exception object: a formatter or handler that renders it on its own (an error tracker, a
+    JSON formatter) sees the original text. Records are never dropped.
 
     On a logger it sees only that logger's own records; on a handler, every record the handler
     emits (which is how to cover httpcore's loggers, ``httpcore.http11`` and the like).
@@ -51,11 +53,10 @@ class RedactingLogFilter(logging.Filter):
         record.msg = redact_text(message)
         record.args = None
         if record.exc_info:
-            # A traceback quotes exception texts: rendered here, redacted, and kept in place of
-            # the exception itself, so that no formatter can render it again unredacted.
-            text = _FORMATTER.formatException(record.exc_info)
-            record.exc_text = redact_text(text)
-            record.exc_info = None
+            # A traceback quotes exception texts: rendered here and redacted, over any text a
+            # handler rendered before. Formatters use this text; the exception stays in
+            # ``exc_info`` for code that wants the object (caplog, error trackers).
+            record.exc_text = redact_text(_FORMATTER.formatException(record.exc_info))
         elif record.exc_text:
             record.exc_text = redact_text(record.exc_text)
         if record.stack_info:
