@@ -7,6 +7,7 @@ secrets it holds but never shows their values or the auth token.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,6 +32,8 @@ def _rebuild(
 
 #: Characters httpx leaves as they are in a URL path (RFC 3986 sub-delims, ":", "@", "/").
 _PATH_SAFE: Final = "!$&'()*+,;=:@/"
+#: Text that every URL encoding leaves as it is (RFC 3986 unreserved characters).
+_URL_PLAIN: Final = re.compile(r"[A-Za-z0-9._~-]*")
 
 
 def secret_values(context: ToolContext) -> tuple[str, ...]:
@@ -40,16 +43,21 @@ def secret_values(context: ToolContext) -> tuple[str, ...]:
     redaction's minimum are left out: scrubbing them would destroy text and protect nothing.
     """
     found: dict[str, None] = {}
-    for value in (*context.secrets.values(), context.auth_token):
-        if value is None:
+    for given in (*context.secrets.values(), context.auth_token):
+        if type(given) is str:
+            value = given
+        elif given is None:
             continue
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        if len(text) < SHORTEST_EXACT_SECRET:
+        else:
+            value = given.decode("utf-8", "replace") if isinstance(given, bytes) else str(given)
+        if len(value) < SHORTEST_EXACT_SECRET:
             continue
-        found[text] = None
+        found[value] = None
+        if _URL_PLAIN.fullmatch(value):  # most keys and tokens: every encoded form is the same
+            continue
         for safe in ("", _PATH_SAFE):  # (surrogateescape: a value read from os.environ)
-            found[quote(text, safe=safe, errors="surrogateescape")] = None
-        found[quote_plus(text, errors="surrogateescape")] = None
+            found[quote(value, safe=safe, errors="surrogateescape")] = None
+        found[quote_plus(value, errors="surrogateescape")] = None
     return tuple(found)
 
 
