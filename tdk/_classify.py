@@ -281,8 +281,9 @@ def _request_details(exc: BaseException, secrets: Iterable[str]) -> dict[str, An
     request = _request_of(exc)
     if request is None:
         return {}
-    url = redact_text(redact_url(str(request.url)), secrets)
-    return {"method": str(request.method), "url": url}
+    from tdk.http._classify import redacted_url  # the hook's own, loaded with httpx errors only
+
+    return {"method": str(request.method), "url": redacted_url(request.url, list(secrets))}
 
 
 _ERROR_STRING = re.compile(

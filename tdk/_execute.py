@@ -83,7 +83,7 @@ async def execute(
     start = perf_counter()
     # The call's secrets are scrubbed from every text redacted while it runs (the HTTP
     # hook's errors, httpx's log lines), not only from its result.
-    secrets = _secrets_of(context)
+    secrets = () if context is None else _secrets_of(context)
     ambient = call_secrets(secrets) if secrets else None
     try:
         attempts = 0

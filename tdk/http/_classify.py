@@ -231,7 +231,7 @@ def _really_rate_limit(
     return status == 403 and ("retry-after" in headers or "retry-after-ms" in headers)
 
 
-def _redacted_url(url: httpx.URL, secrets: Sequence[str]) -> str:
+def redacted_url(url: httpx.URL, secrets: Sequence[str]) -> str:
     """Userinfo dropped, query values redacted but an allowlist; a secret or a token shape in
     the path (``/bot<token>/``) scrubbed too."""
     redacted = redact_url(str(url))
@@ -271,7 +271,7 @@ def _details(
     details: dict[str, Any] = {}
     if request is not None:
         details["method"] = request.method
-        details["url"] = _redacted_url(request.url, secrets)
+        details["url"] = redacted_url(request.url, secrets)
     details["status_code"] = status
     if parsed is not None:
         if parsed.codes:
