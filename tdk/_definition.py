@@ -40,7 +40,7 @@ from tdk._problems import (
     type_text,
     type_trouble,
 )
-from tdk._schema import output_adapter
+from tdk._schema import may_hold_numbers, output_adapter
 from tdk._signature import Parameters, resolve_hints, unresolved, unresolved_hint
 
 #: ``tdk._tool`` imports ``Problem``, ``ProblemKind`` and ``raise_problems`` from here too.
@@ -136,6 +136,10 @@ class ToolSpec:
     field_parameters: tuple[tuple[str, str], ...] = ()
     """(model field, Python parameter) pairs for the few names pydantic cannot use as fields
     (``json``, ``schema``, ``_private``...); every other field is named like its parameter."""
+    output_numbers: bool = True
+    """Whether the return value may hold numbers (its schema has a number, an integer or an
+    untyped part): execution then checks that JSON can carry them (no NaN, no infinity, no
+    integer too long to write out)."""
     parameter_names: tuple[str, ...] = field(init=False)
     """The advertised argument names, in order, as an input error lists them; derived from
     ``input_model``."""
@@ -243,6 +247,7 @@ def define_tool(
         timeout=timeout,
         renames=_renames(inputs.advertised),
         field_parameters=tuple(inputs.field_parameters),
+        output_numbers=may_hold_numbers(output_schema),
     )
     return definition, spec
 

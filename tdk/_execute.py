@@ -10,29 +10,30 @@ done by ``@tool``; nothing here inspects the function.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import enum
-import functools
+import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import to_json
 
 from tdk._arguments import Arguments, invalid_arguments, validate_arguments
-from tdk._classify import to_tool_error
+from tdk._classify import describe, to_tool_error
 from tdk._context import ToolContext, secret_values
-from tdk._redact import call_secrets, end_call_secrets
+from tdk._redact import call_secrets, end_call_secrets, redact_text
 from tdk._result import ToolResult
+from tdk._threads import DROPPED, FINISHED, Job, run_in_worker
+from tdk._time_limit import await_coroutine, await_job
 from tdk.errors import (
     ErrorInfo,
     ErrorKind,
     ToolError,
     ToolOutputError,
     ToolRequirementError,
-    ToolTimeoutError,
 )
 
 if TYPE_CHECKING:
@@ -77,27 +78,39 @@ async def execute(
     call_id: str | None = None,
     timeout: float | _Default | None = DEFAULT,
     include_stacktrace: bool = False,
+    lingering: list[Job] | None = None,
 ) -> ToolResult:
     """Run one call of a tool and return its result; only cancellation of the caller,
-    ``KeyboardInterrupt`` and ``SystemExit`` escape."""
+    ``KeyboardInterrupt`` and ``SystemExit`` escape (and ``TypeError``/``ValueError`` for a
+    ``call_id`` or ``timeout`` of the wrong kind, before anything runs).
+
+    ``lingering``, when given, receives the worker-thread job of a sync body that is still
+    running when the call returns (past its time limit, or cancelled).
+    """
     start = perf_counter()
+    if (call_id is not None and type(call_id) is not str) or (
+        timeout is not DEFAULT
+        and timeout is not None
+        and (type(timeout) is not float or not 0.0 < timeout < math.inf)
+    ):
+        timeout = _checked_options(call_id, timeout)
     # The call's secrets are scrubbed from every text redacted while it runs (the HTTP
     # hook's errors, httpx's log lines), not only from its result.
     secrets = () if context is None else _secrets_of(context)
     ambient = call_secrets(secrets) if secrets else None
     try:
         attempts = 0
+        job: Job | None = None
         task = asyncio.current_task()
         cancelling = task.cancelling() if task is not None else 0  # requests made before this call
         try:
             if spec.requirements.secrets or spec.requirements.metadata:
                 _check_requirements(spec, context)
-            model = spec.input_model
             try:
                 validated = (  # a plain dict, as models send, goes straight to the validator
-                    model.__pydantic_validator__.validate_python(arguments)
+                    spec.input_model.__pydantic_validator__.validate_python(arguments)
                     if type(arguments) is dict
-                    else validate_arguments(model, arguments)
+                    else validate_arguments(spec.input_model, arguments)
                 )
             except ValidationError as invalid:
                 info = invalid_arguments(invalid, spec, name, secrets)
@@ -106,35 +119,30 @@ async def execute(
             attempts = 1
             if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
                 value = fn(**kwargs)
-            else:
+            elif spec.is_async:
                 limit = spec.timeout if timeout is DEFAULT else timeout
-                awaitable = fn(**kwargs) if spec.is_async else _in_thread(fn, kwargs)
-                value = await (awaitable if limit is None else _await_with_limit(awaitable, limit))
+                value = await (
+                    fn(**kwargs) if limit is None else await_coroutine(fn(**kwargs), limit)
+                )
+            else:
+                job = run_in_worker(fn, kwargs)
+                await _wait_for(job, spec.timeout if timeout is DEFAULT else timeout, lingering)
+                value = job.outcome()  # here: a StopIteration must not cross a coroutine's end
             adapter = spec.output_adapter
             try:  # the core validator and serializer: the TypeAdapter methods add a frame each
                 output = adapter.serializer.to_python(
                     adapter.validator.validate_python(value), mode="json"
                 )
-            except (ValidationError, PydanticSerializationError) as mismatch:
+                if spec.output_numbers:
+                    _check_numbers(output)
+            except Exception as mismatch:  # a mismatch, or a value JSON cannot carry
                 raise _output_error(mismatch) from None
-        except _CancelledError as exc:
-            if task is not None and task.cancelling() > cancelling:
-                raise  # the caller is being cancelled: never swallow that
-            failure: BaseException = exc
         except _ALWAYS_PROPAGATE:
             raise
         except BaseException as exc:
-            if (
-                isinstance(exc.__context__, _CancelledError)
-                and task is not None
-                and task.cancelling() > cancelling
-            ):
-                # The body turned the caller's cancellation into another error (a cleanup that
-                # failed while the cancellation was in flight): the cancellation still wins. (The
-                # context check matters on 3.11, where a failed TaskGroup leaves its own
-                # cancellation request counted.)
-                raise asyncio.CancelledError from exc
-            failure = exc
+            if task is not None and task.cancelling() > cancelling:
+                _raise_if_cancelling(exc)  # the caller is being cancelled: never swallow that
+            failure: BaseException = exc
         else:
             return _new_result(
                 {
@@ -151,15 +159,13 @@ async def execute(
             failure,
             call_id=call_id,
             context=context,
-            attempts=attempts,
+            attempts=0 if job is not None and job.state is DROPPED else attempts,
             started=start,
             include_stacktrace=include_stacktrace,
         )
-        # The exception's traceback holds this frame, which holds the exception (and, for a sync
-        # tool, the future that carried it): without this, every failed call would leave a
-        # reference cycle for the garbage collector.
+        # The exception's traceback holds this frame, which holds the exception: without this,
+        # every failed call would leave a reference cycle for the garbage collector.
         del failure
-        awaitable = None
         return result
     finally:
         if ambient is not None:
@@ -186,6 +192,17 @@ def failed(
     return _finish(name, info, call_id, attempts, started)
 
 
+#: Longest unknown tool name that results, messages and logs repeat (a valid name has at
+#: most 64 characters; a model may send anything).
+MAX_SHOWN_NAME: Final = 100
+
+
+def shown_name(name: str, context: ToolContext | None) -> str:
+    """An unknown tool name as a result may repeat it: redacted (the model sent it, and it may
+    carry anything, a secret of the call's context included) and cut."""
+    return redact_text(name, _secrets_of(context), limit=MAX_SHOWN_NAME)
+
+
 def _finish(
     name: str, info: ErrorInfo, call_id: str | None, attempts: int, started: float
 ) -> ToolResult:
@@ -203,29 +220,50 @@ def _finish(
     )
 
 
-async def _await_with_limit(awaitable: Any, limit: float) -> Any:
+def _raise_if_cancelling(exc: BaseException) -> None:
+    """While the caller is being cancelled: re-raise its cancellation, also when the body
+    turned it into another error (a cleanup that failed while the cancellation was in
+    flight). (The context check matters on 3.11, where a failed TaskGroup leaves its own
+    cancellation request counted.)"""
+    if isinstance(exc, _CancelledError):
+        raise exc
+    if isinstance(exc.__context__, _CancelledError):
+        raise asyncio.CancelledError from exc
+
+
+async def _wait_for(job: Job, limit: float | None, lingering: list[Job] | None) -> None:
+    """Wait for a sync body in a worker thread, at most ``limit`` seconds. A body still
+    running when the wait ends (past its limit, or its caller cancelled) is abandoned to its
+    thread, and listed in ``lingering``."""
     try:
-        async with asyncio.timeout(limit) as scope:
-            return await awaitable
-    except TimeoutError:
-        if scope.expired():
-            raise ToolTimeoutError(
-                f"The tool did not finish within {limit:.3g} s.", timeout=limit
-            ) from None
-        raise  # a TimeoutError of the tool's own: mapped by the table
+        await (job.future if limit is None else await_job(job, limit))
     finally:
-        awaitable = None  # the future holds the exception whose traceback holds this frame
+        if job.state is not FINISHED:
+            job.abandon()
+            if lingering is not None and job.running:
+                lingering.append(job)
 
 
-def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-    """Run a sync tool in the loop's default worker pool, with the caller's context vars.
+def check_call_id(call_id: object) -> None:
+    """Raise ``TypeError`` unless ``call_id`` is a ``str`` or None (checked before a call
+    runs: a wrong one is the caller's bug, not the tool's failure)."""
+    if call_id is not None and type(call_id) is not str:
+        raise TypeError(f"call_id must be a str or None, not {type(call_id).__name__}")
 
-    A sync tool that overruns its time limit yields a timeout result at once, but its thread
-    cannot be stopped: it runs to completion in the background.
-    """
-    loop = asyncio.get_running_loop()
-    call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
-    return loop.run_in_executor(None, call)
+
+def _checked_options(call_id: object, timeout: object) -> float | _Default | None:
+    """``timeout`` checked as seconds (None and DEFAULT as they are), after ``call_id``."""
+    check_call_id(call_id)
+    return timeout if timeout is None or timeout is DEFAULT else check_timeout(timeout)
+
+
+def check_timeout(timeout: object) -> float:
+    """``timeout`` as seconds, or a ``TypeError``/``ValueError`` saying why it is none."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
+    return float(timeout)
 
 
 def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
@@ -247,20 +285,46 @@ def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
         )
 
 
-def _output_error(exc: ValidationError | PydanticSerializationError) -> ToolOutputError:
-    """The error for a return value that does not match the return annotation."""
-    problems = (
-        "; ".join(
+def _output_error(exc: Exception) -> ToolOutputError:
+    """The error for a return value that does not match the return annotation, or that JSON
+    cannot carry (a cycle, nesting too deep, bytes that are not UTF-8, NaN...)."""
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
             for e in exc.errors(include_url=False, include_context=False, include_input=False)
         )
-        if isinstance(exc, ValidationError)
-        else type(exc).__name__
-    )
+        return ToolOutputError(
+            "The tool failed: it returned a result that does not match its declared type.",
+            developer_message=f"The return value does not match the return annotation: {problems}",
+        )
     return ToolOutputError(
-        "The tool failed: it returned a result that does not match its declared type.",
-        developer_message=f"The return value does not match the return annotation: {problems}",
+        "The tool failed: it returned a result that cannot be sent as JSON.",
+        developer_message=f"The return value cannot be serialised as JSON: {describe(exc)}",
     )
+
+
+#: Text a JSON encoding of a value holds only when the value is not JSON: ``NaN``,
+#: ``Infinity``, or an integer longer than Python writes out (int-to-str limit).
+_INT_DIGITS_LIMIT: Final = 4300
+_DIGIT_RUNS: Final = bytes.maketrans(b"0123456789", b"0" * 10)
+
+
+def _check_numbers(output: object) -> None:
+    """Raise ``ValueError`` if ``output`` (JSON-mode data) holds NaN, an infinity, or an
+    integer too long to write out: ``json.dumps`` and ``repr()`` would fail on it, or write
+    what no JSON parser reads. A cheap scan of pydantic's own encoding decides whether the
+    exact check runs."""
+    encoded = to_json(output)
+    suspect = b"NaN" in encoded or b"Infinity" in encoded
+    if not suspect and len(encoded) > _INT_DIGITS_LIMIT:
+        suspect = b"0" * (_INT_DIGITS_LIMIT + 1) in encoded.translate(_DIGIT_RUNS)
+    if suspect:
+        try:
+            json.dumps(output, allow_nan=False)
+        except ValueError:
+            raise ValueError(
+                f"it holds NaN, an infinity, or an integer of more than {_INT_DIGITS_LIMIT} digits"
+            ) from None
 
 
 def _secrets_of(context: ToolContext | None) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from copy import deepcopy
 from typing import Any, Final, cast
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
 from pydantic.json_schema import (
     GenerateJsonSchema,
     JsonSchemaMode,
@@ -22,6 +22,7 @@ from pydantic.json_schema import (
     PydanticJsonSchemaWarning,
 )
 from pydantic_core import CoreSchema
+from typing_extensions import is_typeddict
 
 #: Configuration of every input model: unknown arguments are rejected, submitted values never
 #: appear in validation error text, and any parameter name is allowed.
@@ -68,9 +69,52 @@ def render_input_schema(model: type[BaseModel], descriptions: Mapping[str, str])
     return schema
 
 
+#: Configuration of output adapters: nothing a tool returns is silently dropped (a TypedDict
+#: with keys it does not declare is a mismatch) and floats must be finite (JSON has no NaN).
+OUTPUT_CONFIG: Final = ConfigDict(extra="forbid", allow_inf_nan=False, ser_json_inf_nan="constants")
+
+
 def _build_output_adapter(annotation: Any) -> tuple[TypeAdapter[Any], dict[str, Any]]:
-    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    adapter: TypeAdapter[Any]
+    try:
+        adapter = TypeAdapter(annotation, config=OUTPUT_CONFIG)
+    except PydanticUserError:  # a model, dataclass or TypedDict: its own configuration rules
+        adapter = TypeAdapter(_closed(annotation))
     return adapter, adapter.json_schema(mode="serialization", schema_generator=_SchemaGenerator)
+
+
+def _closed(annotation: Any) -> Any:
+    """A TypedDict without a pydantic configuration of its own, as a subclass that forbids
+    undeclared keys (nested TypedDicts inherit that); any other type as it is. The user's
+    class is never changed."""
+    if not is_typeddict(annotation) or "__pydantic_config__" in vars(annotation):
+        return annotation
+    namespace = {"__module__": annotation.__module__, "__pydantic_config__": OUTPUT_CONFIG}
+    return type(annotation)(annotation.__name__, (annotation,), namespace)
+
+
+def may_hold_numbers(schema: Any) -> bool:
+    """Whether a value of this JSON Schema may hold a number: a ``number`` or ``integer``
+    anywhere, or a part that says nothing of its type (``Any``)."""
+    if schema is True:  # the schema of anything (``additionalProperties: true``)
+        return True
+    if isinstance(schema, list):
+        return any(may_hold_numbers(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if kind in ("number", "integer") or (isinstance(kind, list) and _NUMERIC & set(kind)):
+        return True
+    if kind is None and not _TYPE_GIVERS & schema.keys():
+        return True  # untyped: anything goes
+    return any(
+        may_hold_numbers(value) for key, value in schema.items() if key not in _DATA_KEYWORDS
+    )
+
+
+_NUMERIC: Final = frozenset({"number", "integer"})
+#: Keywords that give a schema its type when ``type`` is absent.
+_TYPE_GIVERS: Final = frozenset({"$ref", "anyOf", "oneOf", "allOf", "enum", "const"})
 
 
 _cached_output_adapter = functools.lru_cache(maxsize=512)(_build_output_adapter)

@@ -25,7 +25,8 @@ from tdk._arguments import Arguments
 from tdk._classify import describe
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
-from tdk._execute import DEFAULT, _Default, failed
+from tdk._execute import DEFAULT, MAX_SHOWN_NAME, _Default, check_call_id, failed, shown_name
+from tdk._redact import redact_text
 from tdk._result import ToolResult
 from tdk._tool import Tool
 from tdk.errors import ToolDefinitionError, ToolkitLoadError, ToolNotFoundError
@@ -102,19 +103,24 @@ class Toolkit:
         found = self._tools.get(name.lower())
         if found is not None:
             return found
+        raise self._not_found(name, redact_text(name, limit=MAX_SHOWN_NAME))
+
+    def _not_found(self, name: str, shown: str) -> ToolNotFoundError:
+        """The error for an unknown ``name``, which its texts repeat as ``shown`` (redacted
+        and cut: see :func:`~tdk._execute.shown_name`)."""
         available = [item.name for item in self._tools.values()]
         by_key = {item.name.lower(): item.name for item in self._tools.values()}
         suggestions = [
             by_key[key]
             for key in difflib.get_close_matches(name.lower(), by_key, n=_MAX_SUGGESTIONS)
         ]
-        message = f"No tool named '{name}' in toolkit '{self.name}'."
+        message = f"No tool named '{shown}' in toolkit '{self.name}'."
         if suggestions:
             quoted = [f"'{suggestion}'" for suggestion in suggestions]
             choices = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
             message += f" Did you mean {choices}?"
-        raise ToolNotFoundError(
-            message, available_tools=available, suggestions=suggestions, tool_name=name
+        return ToolNotFoundError(
+            message, available_tools=available, suggestions=suggestions, tool_name=shown
         )
 
     async def run(
@@ -134,12 +140,15 @@ class Toolkit:
         of :meth:`Tool.run <tdk.Tool.run>`.
         """
         traced = self.include_stacktrace if include_stacktrace is None else include_stacktrace
-        try:
-            tool = self.get(name)
-        except ToolNotFoundError as exc:
+        tool = self._tools.get(name.lower()) if type(name) is str else None
+        if tool is None:
+            if type(name) is not str:
+                raise TypeError(f"the tool name must be a str, not {type(name).__name__}")
+            check_call_id(call_id)
+            shown = shown_name(name, context)
             return failed(
-                name,
-                exc,
+                shown,
+                self._not_found(name, shown),
                 call_id=call_id,
                 context=context,
                 attempts=0,

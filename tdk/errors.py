@@ -44,10 +44,10 @@ import json
 import math
 import re
 import traceback
-from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Final, Literal, Self, TypedDict, Unpack, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, Self, TypedDict, TypeVar, Unpack, cast
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tdk._redact import REDACTED, SECRET_KEYS, redact_text
 
@@ -88,6 +88,11 @@ DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
 #: Longest developer message (and stack trace) kept; the rest is cut with a marker.
 MAX_DEVELOPER_MESSAGE_CHARS: Final = 4000
 _MAX_DETAILS_DEPTH: Final = 8
+#: Values (container items included) kept in ``details`` at most; the rest is cut.
+_MAX_DETAILS_ITEMS: Final = 10_000
+#: The largest integer every JSON reader takes exactly (2**53 - 1): the bound of the integer
+#: fields of an error (``retry_after_ms``, ``status_code``, ``max_retry_attempts``).
+MAX_SAFE_INT: Final = 2**53 - 1
 
 
 class ErrorCategory(enum.StrEnum):
@@ -232,8 +237,10 @@ def _check_types(message: object, options: Mapping[str, object]) -> None:
             continue
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise TypeError(f"{name} must be {expected.__name__} or None, not {value!r}")
-        if expected is int and value < 0 and name != "status_code":  # type: ignore[operator]
-            raise ValueError(f"{name} must be >= 0, not {value}")
+        if expected is int:
+            low = -MAX_SAFE_INT if name == "status_code" else 0
+            if not low <= value <= MAX_SAFE_INT:  # type: ignore[operator]
+                raise ValueError(f"{name} must be between {low} and 2**53 - 1")
 
 
 class ToolError(Exception):
@@ -270,6 +277,8 @@ class ToolError(Exception):
         self.status_code: int | None = options.get("status_code")
         """The upstream HTTP status, when there is one."""
         details = options.get("details")
+        if details is not None and not isinstance(details, Mapping):
+            raise TypeError(f"details must be a mapping or None, not {type(details).__name__}")
         self.details: dict[str, Any] = _json_safe_mapping(details) if details else {}
         """JSON-safe facts with fixed keys per class (``tool_name``, ``timeout``, ...)."""
         self.additional_prompt_content: str | None = options.get("additional_prompt_content")
@@ -721,11 +730,11 @@ class ErrorInfo(BaseModel):
     message: str
     developer_message: str | None = None
     retryable: bool
-    retry_after_ms: int | None = None
-    status_code: int | None = None
+    retry_after_ms: int | None = Field(default=None, ge=0, le=MAX_SAFE_INT)
+    status_code: int | None = Field(default=None, ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)
     additional_prompt_content: str | None = None
     tool_name: str | None = None
-    max_retry_attempts: int = 0
+    max_retry_attempts: int = Field(default=0, ge=0, le=MAX_SAFE_INT)
     details: dict[str, Any] = {}
     cause: str | None = None
     """Type name of the exception this error was mapped from or chained to."""
@@ -767,7 +776,9 @@ class ErrorInfo(BaseModel):
         secrets = tuple(secrets)
         if isinstance(exc, ToolError):
             # Raised by code as it is: its texts are its author's, so they are redacted here.
-            record = exc._record()
+            record = _read_tool_error(exc)
+            if isinstance(record, list):  # the fields it lacks, or that have the wrong type
+                return cls._unreadable(exc, record, tool_name, secrets)
             for name in ("message", "developer_message", "additional_prompt_content"):
                 if record[name]:
                     record[name] = redact_text(record[name], secrets)
@@ -791,13 +802,27 @@ class ErrorInfo(BaseModel):
         try:
             # The validator itself (validated, as cls(**record) would be, without a frame).
             info: ErrorInfo = cls.__pydantic_validator__.validate_python(record)
-        except ValidationError as invalid:  # fields reassigned to wrong types after creation
+        except ValidationError as invalid:  # numbers out of range, reassigned after creation
             fields = sorted({str(e["loc"][0]) for e in invalid.errors() if e["loc"]})
-            malformed = FatalToolError(
-                f"The tool raised a {record['error']} that tdk could not read.",
-                developer_message=f"Fields of the wrong type: {', '.join(fields)}.",
-            )
-            return cls.from_exception(malformed, tool_name, secrets=secrets)
+            return cls._unreadable(exc, fields, tool_name, secrets)
+        return info
+
+    @classmethod
+    def _unreadable(
+        cls, exc: BaseException, fields: list[str], tool_name: str | None, secrets: Iterable[str]
+    ) -> ErrorInfo:
+        """A ``TOOL_RUNTIME_FATAL`` error for a tdk error whose ``fields`` cannot be read
+        (a subclass whose ``__init__`` skipped ``ToolError.__init__``, fields reassigned to
+        values of the wrong type): a bug of the code that raised it."""
+        name = type(exc).__name__[:200]
+        malformed = FatalToolError(
+            f"The tool raised a {name} that tdk could not read.",
+            developer_message=(
+                f"Fields missing or of the wrong type: {', '.join(fields)}. An error's "
+                "__init__ must call ToolError.__init__, and its fields keep their types."
+            ),
+        )
+        info: ErrorInfo = cls.from_exception(malformed, tool_name, secrets=secrets)
         return info
 
     @classmethod
@@ -871,47 +896,166 @@ def _with_details(options: Any, **specific: object) -> Any:
     return options
 
 
-_JSON_SCALARS: Final = frozenset({str, int, bool, type(None)})
 _NOT_TEXT: Final = frozenset({int, float, bool, type(None)})
+_MISSING: Final = object()
+_Container = TypeVar("_Container")
+#: ``(field, type, may be None)`` of what :func:`_read_tool_error` reads.
+_FIELDS: Final = (
+    ("message", str, False),
+    ("developer_message", str, True),
+    ("retry_after_ms", int, True),
+    ("status_code", int, True),
+    ("additional_prompt_content", str, True),
+    ("tool_name", str, True),
+    ("max_retry_attempts", int, False),
+    ("retryable", bool, False),
+    ("kind", ErrorKind, False),
+)
 
 
-def _json_safe_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        key if type(key) is str else str(key): item
-        if type(item) in _JSON_SCALARS
-        else _json_safe(item, 0)
-        for key, item in value.items()
-    }
+def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
+    """The ErrorInfo fields of ``exc`` (``details`` made JSON-safe, texts as plain ``str``),
+    or the names of the fields that are missing or of the wrong type. Never raises: a tool
+    may raise an error whose ``__init__`` skipped ``ToolError.__init__``, or whose fields were
+    reassigned to anything."""
+    record: dict[str, Any] = {"error": type(exc).__name__}
+    wrong = []
+    for name, expected, optional in _FIELDS:
+        try:
+            value = getattr(exc, name)
+        except Exception:  # not set at all, or a property that fails
+            value = _MISSING
+        if value is None and optional:
+            record[name] = None
+        elif isinstance(value, str) and expected is str:
+            record[name] = str.__str__(value)  # a subclass as the plain value: no method called
+        elif isinstance(value, int) and expected is int and type(value) is not bool:
+            record[name] = int.__index__(value)
+        elif isinstance(value, expected) and expected is not str and expected is not int:
+            record[name] = value
+        else:
+            wrong.append(name)
+    try:
+        details: object = exc.details
+    except Exception:
+        details = _MISSING
+    if isinstance(details, Mapping):
+        record["details"] = _json_safe_mapping(details)
+    else:
+        wrong.append("details")
+    if wrong:
+        return wrong
+    record["category"] = record["kind"].category
+    return record
 
 
-def _json_safe(value: object, depth: int) -> Any:
-    """A JSON-safe copy: containers copied, non-finite floats and unknown objects named."""
+def _json_safe_mapping(value: Mapping[Any, Any]) -> dict[str, Any]:
+    """A JSON-safe copy of ``details`` (see :func:`_json_safe`)."""
+    cleaned = _json_safe(value, _Budget(), 0)
+    return cleaned if isinstance(cleaned, dict) else {"details": cleaned}
+
+
+class _Budget:
+    """What one cleaning may still copy, and the containers it is inside of (cycles)."""
+
+    __slots__ = ("inside", "left")
+
+    def __init__(self) -> None:
+        self.left = _MAX_DETAILS_ITEMS
+        self.inside: set[int] = set()
+
+
+#: Integers beyond this are named, not kept: Python will not even write them out past 4,300
+#: digits, and no reader of ``details`` needs one that long.
+_LARGEST_DETAIL_INT: Final = 10**100
+
+
+def _json_safe(value: object, budget: _Budget, depth: int) -> Any:
+    """A JSON-safe copy: containers copied (at most ``_MAX_DETAILS_ITEMS`` values, at most
+    ``_MAX_DETAILS_DEPTH`` deep, cycles cut), subclasses of ``str``/``int``/``float`` as plain
+    values, non-finite floats, huge integers and unknown objects named. Never raises: the
+    object may come from a tool body and be hostile."""
     kind = type(value)
-    if kind in _JSON_SCALARS:  # the common case, decided by one lookup
+    if kind is str or kind is bool or value is None:  # the common cases first
         return value
-    if kind is not dict and kind is not list:  # plain dicts and lists go straight to the copy
-        if isinstance(value, enum.Enum):
-            value = value.value
-        if value is None or isinstance(value, (str, bool, int)):
-            return value
-        if isinstance(value, float):
-            return value if math.isfinite(value) else str(value)
+    if kind is int:
+        return (
+            value
+            if -_LARGEST_DETAIL_INT < value < _LARGEST_DETAIL_INT  # type: ignore[operator]
+            else f"<int of {value.bit_length()} bits>"  # type: ignore[attr-defined]
+        )
+    if kind is float:
+        return value if math.isfinite(value) else repr(value)  # type: ignore[arg-type]
     if depth >= _MAX_DETAILS_DEPTH:
         return "<nested too deeply>"
-    # Items of the scalar types are kept here, as the call for each would keep them; a plain
-    # list skips the (slower) Mapping check, which it could never pass.
+    if isinstance(value, enum.Enum):
+        return _json_safe(value.value, budget, depth + 1)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):  # bool has no subclasses: an int subclass (IntFlag...)
+        return _json_safe(int.__index__(value), budget, depth)
+    if isinstance(value, float):
+        return _json_safe(float.__float__(value), budget, depth)
     if kind is not list and isinstance(value, Mapping):
-        return {
-            key if type(key) is str else str(key): item
-            if type(item) in _JSON_SCALARS
-            else _json_safe(item, depth + 1)
-            for key, item in value.items()
-        }
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [
-            item if type(item) in _JSON_SCALARS else _json_safe(item, depth + 1) for item in value
-        ]
-    return f"<{type(value).__name__}>"
+        return _copied(value, budget, depth, _copy_mapping)
+    if isinstance(value, list | tuple | set | frozenset):
+        return _copied(value, budget, depth, _copy_items)
+    return f"<{kind.__name__[:200]}>"
+
+
+def _copied(
+    value: _Container, budget: _Budget, depth: int, copy: Callable[[_Container, _Budget, int], Any]
+) -> Any:
+    """``copy(value, ...)``, unless ``value`` contains itself; never raising."""
+    if id(value) in budget.inside:
+        return "<cycle>"
+    budget.inside.add(id(value))
+    try:
+        return copy(value, budget, depth)
+    except Exception:  # a container whose iteration fails
+        return f"<unreadable {type(value).__name__[:200]}>"
+    finally:
+        budget.inside.discard(id(value))
+
+
+def _copy_mapping(value: Mapping[Any, Any], budget: _Budget, depth: int) -> dict[str, Any]:
+    copy: dict[str, Any] = {}
+    for key, item in value.items():
+        if budget.left <= 0:
+            copy["..."] = "<cut: too many values>"
+            break
+        budget.left -= 1
+        copy[_json_key(key)] = _json_safe(item, budget, depth + 1)
+    return copy
+
+
+def _copy_items(value: Iterable[Any], budget: _Budget, depth: int) -> list[Any]:
+    copy: list[Any] = []
+    for item in value:
+        if budget.left <= 0:
+            copy.append("<cut: too many values>")
+            break
+        budget.left -= 1
+        copy.append(_json_safe(item, budget, depth + 1))
+    return copy
+
+
+def _json_key(key: object) -> str:
+    """A mapping key as JSON text: a ``str`` as it is, a number as JSON writes it, anything
+    else by its ``str()`` (cut), or its type's name when that fails."""
+    if type(key) is str:
+        return key
+    if isinstance(key, str):
+        return str.__str__(key)
+    cleaned = _json_safe(key, _Budget(), _MAX_DETAILS_DEPTH - 1)
+    if isinstance(cleaned, str):
+        return cleaned
+    if cleaned is None or isinstance(cleaned, bool | int | float):
+        return str(cleaned)  # as str() has always named them: "1", "True", "None"
+    try:
+        return str(key)[:200]
+    except Exception:
+        return f"<{type(key).__name__[:200]}>"
 
 
 _LOG_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -950,11 +1094,19 @@ def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
             )
         return redacted
     if isinstance(value, list):
+        if len(value) == 2 and _is_credential_pair(value):  # ("x-api-key", "...") as a list
+            return [redact_text(value[0], secrets), REDACTED]
         return [
             redact_text(item, secrets) if type(item) is str else _redact_json(item, secrets)
             for item in value
         ]
     return value
+
+
+def _is_credential_pair(pair: list[Any]) -> bool:
+    """A (name, value) pair of a credential, as ``list(headers.items())`` gives them."""
+    name, value = pair
+    return type(name) is str and type(value) is str and name.lower() in SECRET_KEYS
 
 
 def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from tdk import tool
 from tdk._redact import REDACTED
-from tdk.errors import ErrorKind, _json_safe, _json_safe_mapping, _redact_json
+from tdk.errors import ErrorKind, _Budget, _json_safe, _json_safe_mapping, _redact_json
 
 TOKEN = "sk-" + "a" * 24
 
@@ -23,17 +23,17 @@ class _Colour(enum.Enum):
 
 
 def test_json_safe_of_scalars_and_nested_plain_containers() -> None:
-    assert _json_safe(5, 0) == 5
-    assert _json_safe("a", 0) == "a"
-    assert _json_safe([[1, "a", None], {"k": [True, 1.5]}], 0) == [
+    assert _json_safe(5, _Budget(), 0) == 5
+    assert _json_safe("a", _Budget(), 0) == "a"
+    assert _json_safe([[1, "a", None], {"k": [True, 1.5]}], _Budget(), 0) == [
         [1, "a", None],
         {"k": [True, 1.5]},
     ]
-    assert _json_safe({1: (2, 3)}, 0) == {"1": [2, 3]}
+    assert _json_safe({1: (2, 3)}, _Budget(), 0) == {"1": [2, 3]}
 
 
 def test_json_safe_enum_with_a_container_value() -> None:
-    assert _json_safe(_Colour.RED, 0) == ["#f00", "red"]
+    assert _json_safe(_Colour.RED, _Budget(), 0) == ["#f00", "red"]
     assert _json_safe_mapping({"c": _Colour.RED, _Text("t"): 1}) == {"c": ["#f00", "red"], "t": 1}
 
 

@@ -424,8 +424,9 @@ async def open_circuit(runner: ToolRunner, upstream: Upstream) -> None:
 @STORES
 @in_loop
 async def test_half_open_lets_one_probe_through_and_its_success_closes(remote: bool) -> None:
-    """After the reset timeout, one probe runs; calls meanwhile are refused without a time;
-    the probe's success closes the circuit."""
+    """After the reset timeout, one probe runs; calls meanwhile are refused with the time
+    until the probe would count as lost (the reset timeout: the tool has no time limit); the
+    probe's success closes the circuit."""
     upstream = Upstream()
     upstream.release.set()
     time = FakeTime()
@@ -437,7 +438,7 @@ async def test_half_open_lets_one_probe_through_and_its_success_closes(remote: b
     await until(lambda: upstream.running == 1)
     refused = await runner.run("hold", {"n": 2})
     assert refused.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
-    assert refused.retry_after_ms is None
+    assert refused.retry_after_ms == 30_000
     assert refused.error is not None
     assert refused.error.details["state"] == "half_open"
     upstream.release.set()

@@ -8,6 +8,14 @@ connection. A success resets the count; other failures (bad arguments, a 404) sa
 about the upstream's health and neither count nor reset. Every transition starts a new
 *generation*: an attempt admitted in an earlier one (a slow call that began before the circuit
 opened) reports into the void, so only the probes of a half-open circuit decide its fate.
+
+Probes expire. A probe whose report never comes (its caller was cancelled while a shared
+store admitted it; a worker process died mid-probe) would otherwise hold its slot forever and
+keep the circuit refusing every call. Past the probe's lifetime (the attempt's time limit, or
+the reset timeout) the half-open circuit starts a new generation and admits a new probe.
+
+A clock that steps back (``time.time`` after an NTP correction) never lengthens a wait: a
+reading earlier than the circuit's own times counts from now.
 """
 
 from __future__ import annotations
@@ -93,6 +101,8 @@ class Circuit:
     """Clock reading when the circuit last opened."""
     probes: int = 0
     """Probes running in the current half-open generation."""
+    probes_expire: float = 0.0
+    """Clock reading after which the running probes count as lost."""
     generation: int = 0
     """Bumped by every transition."""
 
@@ -102,7 +112,8 @@ Verdict: TypeAlias = tuple[int | None, CircuitState, CircuitState, int, float | 
 
 ``ticket`` is the generation an admitted attempt hands back to :func:`record` (None for a
 refusal); ``before``/``after`` are the states around the change; ``failures`` the consecutive
-failure count; ``retry_after`` the seconds until an open circuit half-opens (None otherwise).
+failure count; ``retry_after`` the seconds until a refused call could be admitted: until an
+open circuit half-opens, or until a half-open circuit's probes expire (None otherwise).
 Plain tuples: these are built twice per call on the runner's hot path.
 """
 
@@ -111,25 +122,37 @@ Transition: TypeAlias = tuple[CircuitState, CircuitState, int]
 
 
 def acquire(
-    circuit: Circuit | None, policy: CircuitBreaker, clock: Callable[[], float]
+    circuit: Circuit | None,
+    policy: CircuitBreaker,
+    clock: Callable[[], float],
+    probe_lifetime: float | None = None,
 ) -> tuple[Circuit, Verdict]:
     """Admit an attempt (a probe, when half-open) or refuse it. ``clock`` is read only when
-    the answer depends on the time (an open circuit)."""
+    the answer depends on the time (an open or half-open circuit). A probe counts as lost
+    ``probe_lifetime`` seconds after it was admitted (default: the reset timeout)."""
     if circuit is None:
         circuit = Circuit()
     before = circuit.state
+    if before is _CLOSED:
+        return circuit, (circuit.generation, before, before, circuit.failures, None)
+    now = clock()
+    lifetime = policy.reset_timeout if probe_lifetime is None else probe_lifetime
     if before is _OPEN:
+        circuit.opened_at = min(circuit.opened_at, now)  # a clock stepped back counts from now
         reopens = circuit.opened_at + policy.reset_timeout
-        now = clock()
         if now < reopens:
             return circuit, (None, before, before, circuit.failures, reopens - now)
         circuit.state = _HALF_OPEN
         circuit.generation += 1
         circuit.probes = 0
-    if circuit.state is _HALF_OPEN:
-        if circuit.probes >= policy.half_open_max_calls:
-            return circuit, (None, before, circuit.state, circuit.failures, None)
-        circuit.probes += 1
+    elif circuit.probes >= policy.half_open_max_calls:
+        expire = circuit.probes_expire = min(circuit.probes_expire, now + lifetime)
+        if now < expire:
+            return circuit, (None, before, before, circuit.failures, expire - now)
+        circuit.generation += 1  # the probes were lost: a late report goes into the void
+        circuit.probes = 0
+    circuit.probes += 1
+    circuit.probes_expire = now + lifetime
     return circuit, (circuit.generation, before, circuit.state, circuit.failures, None)
 
 

@@ -21,10 +21,16 @@ def admit(log: deque[float] | None, limit: RateLimit, now: float) -> tuple[deque
     attempt at ``now`` (answer 0.0) or answer the seconds until one would be admitted.
 
     An attempt at ``t`` leaves the window at ``t + period`` exactly. When the limit was
-    lowered since the log was written, the wait is until enough attempts have left.
+    lowered since the log was written, the wait is until enough attempts have left. Entries
+    later than ``now`` (a clock stepped back, or another process's clock ahead of this one)
+    count as made ``now``, so no wait is ever longer than ``period``.
     """
     if log is None:
         log = deque()
+    elif log and log[-1] > now:
+        stepped = [min(moment, now) for moment in log]
+        log.clear()
+        log.extend(stepped)
     horizon = now - limit.period
     while log and log[0] <= horizon:
         log.popleft()

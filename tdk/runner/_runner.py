@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict
 
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
-from tdk._execute import DEFAULT, _Default, failed
+from tdk._execute import DEFAULT, _Default, check_call_id, execute, failed, shown_name
 from tdk._result import ToolResult
+from tdk._threads import Job
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
 from tdk.errors import ErrorInfo, ErrorKind, ToolError, ToolNotFoundError
@@ -101,6 +102,11 @@ class _Plan:
     """The per-attempt limit that a deadline may shorten."""
     limiter_key: str
     breaker_key: str
+    threaded: bool
+    """Whether the body runs in a worker thread (and may outlive its attempt)."""
+    probe_lifetime: float | None
+    """How long a half-open probe may take before it counts as lost: the attempt's limit,
+    when there is one."""
     circuit: Circuit | None
     """With the in-process store: the live circuit state, changed in place."""
     log: deque[float] | None
@@ -263,15 +269,19 @@ class ToolRunner:
         failed call; cancellation propagates.
         """
         started = perf_counter()
+        if type(name) is not str or (call_id is not None and type(call_id) is not str):
+            _check_call(name, call_id)
         counters = self._counters
         counters.calls += 1
         plan = self._plans.get(name) or self._plans.get(name.lower())
         if plan is None:
             try:
                 plan = self._plan(name)
-            except ToolNotFoundError as exc:
-                exc.details["attempts"] = 0
-                return _refused(name, exc, context, call_id, started)
+            except ToolNotFoundError:
+                shown = shown_name(name, context)
+                unknown = self.toolkit._not_found(name, shown)
+                unknown.details["attempts"] = 0
+                return _refused(shown, unknown, context, call_id, started)
         policies = plan.policies
         deadline_at = None if policies.deadline is None else self._clock() + policies.deadline
         breaker = policies.circuit_breaker
@@ -283,10 +293,10 @@ class ToolRunner:
                 ticket = circuit.generation  # what acquire() answers, without a change
             else:
                 if circuit is not None:
-                    verdict = acquire(circuit, breaker, self._clock)[1]
+                    verdict = acquire(circuit, breaker, self._clock, plan.probe_lifetime)[1]
                 else:
                     verdict = await self._store.update(
-                        plan.breaker_key, acquire, breaker, self._clock
+                        plan.breaker_key, acquire, breaker, self._clock, plan.probe_lifetime
                     )
                     counters.circuits[plan.name] = verdict[2]
                 ticket = verdict[0]
@@ -313,11 +323,14 @@ class ToolRunner:
                 return _refused(plan.name, refusal, context, call_id, started)
         tries = attempts = 0
         last: ToolResult | None = None
+        # Sync bodies still running in their threads after their attempt ended (past its time
+        # limit): the call's slots stay taken until they end, and no retry overlaps them.
+        lingering: list[Job] | None = [] if plan.threaded else None
         try:
             while True:
                 if last is not None and breaker is not None:
                     verdict = await self._store.update(
-                        plan.breaker_key, acquire, breaker, self._clock
+                        plan.breaker_key, acquire, breaker, self._clock, plan.probe_lifetime
                     )
                     ticket = self._saw_verdict(plan, verdict)
                     if ticket is None:
@@ -359,12 +372,16 @@ class ToolRunner:
                     tries += 1
                     if last is not None:
                         counters.retries += 1
-                    result = await plan.tool.run(
+                    result = await execute(
+                        plan.tool.fn,
+                        plan.tool.spec,
+                        plan.name,
                         arguments,
                         context=context,
                         call_id=call_id,
                         timeout=limit,
                         include_stacktrace=self.toolkit.include_stacktrace,
+                        lingering=lingering,
                     )
                     done = result
                 finally:
@@ -396,11 +413,16 @@ class ToolRunner:
                 last = result
                 waited = True
                 await self._sleep(decision)
+                if lingering and not await _bodies_ended(lingering, plan.own_timeout):
+                    return self._gave_up(plan, last, attempts, started, reason="still_running")
         finally:
-            if compartment is not None:
-                compartment.leave()
-            if everyone is not None:
-                everyone.leave()
+            if lingering:
+                _leave_when_ended(lingering, compartment, everyone)
+            else:
+                if compartment is not None:
+                    compartment.leave()
+                if everyone is not None:
+                    everyone.leave()
 
     def _decide(
         self,
@@ -484,6 +506,8 @@ class ToolRunner:
             own_timeout=tool.spec.timeout if timeout is None else timeout,
             limiter_key=f"tdk:rate_limit:{key}",
             breaker_key=f"tdk:circuit:{key}",
+            threaded=not (tool.spec.is_async or tool.spec.inline),
+            probe_lifetime=tool.spec.timeout if timeout is None else timeout,
             circuit=None,
             log=None,
         )
@@ -602,6 +626,59 @@ def _finish(result: ToolResult, attempts: int, started: float, **reason: object)
 
 def _ms_since(started: float) -> float:
     return (perf_counter() - started) * 1000
+
+
+def _check_call(name: object, call_id: object) -> None:
+    if type(name) is not str:
+        raise TypeError(f"the tool name must be a str, not {type(name).__name__}")
+    check_call_id(call_id)
+
+
+async def _bodies_ended(jobs: list[Job], within: float | None) -> bool:
+    """Wait up to ``within`` seconds for the sync bodies of ``jobs`` still running to end
+    (forgetting those that have); whether none is left."""
+    jobs[:] = [job for job in jobs if job.running]
+    if not jobs:
+        return True
+    if within is None:  # pragma: no cover (a body only lingers past a time limit)
+        return False
+    loop = asyncio.get_running_loop()
+    all_ended: asyncio.Future[None] = loop.create_future()
+
+    def one_ended() -> None:
+        if not all_ended.done() and not any(job.running for job in jobs):
+            all_ended.set_result(None)
+
+    for job in jobs:
+        job.when_ended(one_ended)
+    try:
+        async with asyncio.timeout(within):
+            await all_ended
+    except TimeoutError:
+        return False
+    jobs.clear()
+    return True
+
+
+def _leave_when_ended(
+    jobs: list[Job], compartment: Compartment | None, everyone: Compartment | None
+) -> None:
+    """Give the call's slots back once every sync body of ``jobs`` has ended: a body that
+    outlived its attempt still holds its thread, which is what the bulkhead protects."""
+    pending = [job for job in jobs if job.running]
+    left = [compartment, everyone]
+
+    def one_ended() -> None:
+        if not left or any(job.running for job in pending):
+            return
+        for slots in left:
+            if slots is not None:
+                slots.leave()
+        left.clear()  # once only, however many bodies report
+
+    for job in pending:
+        job.when_ended(one_ended)
+    one_ended()
 
 
 def _unpack(call: object) -> tuple[str, Arguments, str | None]:

@@ -1,0 +1,164 @@
+"""Time limits on tool bodies: past its limit, a call is a timeout, whatever the body does.
+
+A sync body in a worker thread cannot be stopped: at the limit its caller stops waiting
+(:meth:`Job.abandon <tdk._threads.Job.abandon>`) and the body runs on in its thread. An async
+body is cancelled at the limit, but it may ignore the cancellation (catch ``CancelledError``
+and carry on). :func:`await_coroutine` drives such a body inside the caller's own task (no
+task of its own: the body sees the caller's context and ``current_task()``, and costs no
+scheduling), and once a cancellation has reached the body, gives it a short grace to finish
+its cleanup; a body still running after that is let go of, and the cancellation goes on as
+if the body had honoured it. Either way the caller's cancellation is never swallowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Final
+
+from tdk._threads import DROPPED, Job
+from tdk.errors import ToolTimeoutError
+
+__all__ = ["MAX_GRACE", "await_coroutine", "await_job"]
+
+#: Seconds a cancelled async body may keep running to clean up (at most its limit).
+MAX_GRACE: Final = 1.0
+
+
+async def await_job(job: Job, limit: float) -> None:
+    """Wait for a worker-thread job for at most ``limit`` seconds; raise
+    :class:`~tdk.errors.ToolTimeoutError` past it (the body goes on in its thread)."""
+    try:
+        async with asyncio.timeout(limit) as scope:
+            await job.future
+    except TimeoutError:
+        if not scope.expired():  # pragma: no cover (only the limit ends this wait)
+            raise
+        job.abandon()
+        if job.state is DROPPED:
+            raise _timeout(
+                limit, "It never started: every worker thread was busy with other calls."
+            ) from None
+        raise _timeout(
+            limit, "The sync body is still running in its worker thread (it cannot be stopped)."
+        ) from None
+
+
+async def await_coroutine(coro: Coroutine[Any, Any, Any], limit: float) -> Any:
+    """``await coro`` for at most ``limit`` seconds; raise
+    :class:`~tdk.errors.ToolTimeoutError` past it, whatever the body does with the
+    cancellation (see the module docstring)."""
+    try:
+        async with asyncio.timeout(limit) as scope:
+            return await _Relinquishing(coro, min(limit, MAX_GRACE), scope.expired)
+    except TimeoutError:
+        if scope.expired():
+            raise _timeout(limit, None) from None
+        raise  # a TimeoutError of the body's own: mapped by the table
+
+
+def _timeout(limit: float, developer_message: str | None) -> ToolTimeoutError:
+    return ToolTimeoutError(
+        f"The tool did not finish within {limit:.3g} s.",
+        timeout=limit,
+        developer_message=developer_message,
+    )
+
+
+class _Relinquishing:
+    """Awaits a coroutine as ``await`` does (same task, same context), but lets go of it when
+    it keeps running for ``grace`` seconds after the cancellation of an ``expired()`` time
+    limit reached it.
+
+    Only the limit's cancellation counts: a body may cancel its own work and catch that (an
+    ``asyncio.timeout`` or an anyio cancel scope inside it cancels this same task).
+    """
+
+    __slots__ = ("_coro", "_expired", "_grace")
+
+    def __init__(
+        self, coro: Coroutine[Any, Any, Any], grace: float, expired: Callable[[], bool]
+    ) -> None:
+        self._coro = coro
+        self._grace = grace
+        self._expired = expired
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        coro = self._coro
+        cancelled: BaseException | None = None  # the limit's cancellation, once it reached the body
+        until = 0.0
+        throw: BaseException | None = None
+        while True:
+            try:
+                if throw is None:
+                    awaited = coro.send(None)
+                else:
+                    awaited = coro.throw(throw)
+                    throw = None
+            except StopIteration as returned:
+                if cancelled is not None:
+                    raise cancelled from None  # it returned instead of honouring it
+                return returned.value
+            except BaseException as exc:
+                if cancelled is not None and exc is not cancelled and isinstance(exc, Exception):
+                    raise cancelled from exc  # a failed cleanup: the cancellation still wins
+                raise
+            if cancelled is None:
+                try:
+                    yield awaited
+                except BaseException as exc:  # thrown in by the task
+                    throw = exc
+                    if isinstance(exc, asyncio.CancelledError) and self._expired():
+                        cancelled = exc
+                        until = asyncio.get_running_loop().time() + self._grace
+                continue
+            # The body carries on after the cancellation: only within the grace.
+            try:
+                ended = yield from _wait_until(awaited, until)
+            except BaseException as exc:  # a further cancellation: the body gets it too
+                throw = exc
+                continue
+            if not ended:
+                _let_go(coro)
+                raise cancelled
+
+
+def _wait_until(awaited: Any, until: float) -> Generator[Any, None, bool]:
+    """Wait for what the body awaits, as the task would, but not past ``until`` (loop time);
+    whether it ended in time. A further cancellation of the task is raised (and then thrown
+    into the body by the caller)."""
+    loop = asyncio.get_running_loop()
+    if loop.time() >= until:
+        return False
+    if awaited is None:  # a bare yield (``asyncio.sleep(0)``): the task steps again at once
+        yield None
+        return True
+    if getattr(awaited, "_asyncio_future_blocking", None) is None:
+        return False  # nothing asyncio could wait for: let go
+    awaited._asyncio_future_blocking = False
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(*_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    awaited.add_done_callback(wake)
+    timer = loop.call_at(until, wake)
+    try:
+        waiter._asyncio_future_blocking = True  # what a future's __await__ sets for the task
+        yield waiter
+    except BaseException:
+        awaited.cancel()  # as the task's own cancellation would have done
+        raise
+    finally:
+        timer.cancel()
+        awaited.remove_done_callback(wake)
+    return bool(awaited.done())
+
+
+def _let_go(coro: Coroutine[Any, Any, Any]) -> None:
+    """Close a body that ignored its cancellation; whatever its ``finally`` blocks do."""
+    try:
+        coro.close()
+    except Exception:  # "coroutine ignored GeneratorExit", or a failing cleanup
+        return

@@ -1,0 +1,744 @@
+"""Hostile tool bodies: whatever a body does, ``run()`` returns one well-formed result in time.
+
+Every wait in these tests is bounded (an event loop in a thread that is joined with a
+timeout, subprocess timeouts), so that a regression fails instead of hanging the suite: a
+body that swallows cancellation would hang ``asyncio.wait_for`` itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel
+from typing_extensions import TypedDict
+
+from tdk import Bulkhead, Tool, Toolkit, ToolResult, ToolRunner, tool
+from tdk.errors import ErrorKind, RetryableToolError, ToolError
+
+#: The size of asyncio's default executor, which tdk used for sync tools before it kept its
+#: own threads (docs/execution.md states the same default for tdk's pool).
+DEFAULT_THREADS = min(32, (os.cpu_count() or 1) + 4)
+
+
+def run(awaitable: Any, within: float = 10.0) -> Any:
+    """Run a coroutine in a new loop in a thread; fail instead of hanging after ``within``
+    seconds (the thread is a daemon: a hung loop is left behind)."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, asyncio.run(awaitable)))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(within)
+    assert outcome, f"still running after {within} s"
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Exceptions that asyncio cannot carry, or that mean something to generators
+
+
+def _raiser(exc_type: type[BaseException], flavour: str) -> Tool[..., Any]:
+    options: dict[str, Any] = {"name": f"raise_{exc_type.__name__}_{flavour}".replace("-", "_")}
+    if flavour.endswith("limit"):
+        options["timeout"] = 5.0
+    if flavour == "sync-inline":
+        options["inline"] = True
+
+    if flavour.startswith("async"):
+
+        async def body() -> int:
+            """Raise."""
+            raise exc_type
+
+    else:
+
+        def body() -> int:  # type: ignore[misc]
+            """Raise."""
+            raise exc_type
+
+    return tool(**options)(body)
+
+
+FLAVOURS = ["sync-thread", "sync-time-limit", "sync-inline", "async", "async-time-limit"]
+CONTROL_FLOW = [StopIteration, GeneratorExit, StopAsyncIteration]
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("exc_type", CONTROL_FLOW, ids=lambda t: t.__name__)
+@pytest.mark.parametrize("entry", ["tool.run", "toolkit.run", "runner.run"])
+def test_control_flow_exceptions_are_fatal_results(
+    exc_type: type[BaseException], flavour: str, entry: str
+) -> None:
+    """``next(iter([]))`` and its kin in a body give a TOOL_RUNTIME_FATAL result, at once."""
+    body = _raiser(exc_type, flavour)
+    toolkit = Toolkit("hostile", [body])
+    call = {
+        "tool.run": lambda: body.run({}),
+        "toolkit.run": lambda: toolkit.run(body.name, {}),
+        "runner.run": lambda: ToolRunner(toolkit, timeout=5.0).run(body.name, {}),
+    }[entry]
+    result = run(call())
+    assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert result.attempts == 1
+    json.dumps(result.to_dict())
+
+
+@pytest.mark.parametrize("exc_type", CONTROL_FLOW, ids=lambda t: t.__name__)
+def test_run_sync_returns_for_control_flow_exceptions(exc_type: type[BaseException]) -> None:
+    """``run_sync`` of a sync body raising StopIteration returns its result."""
+    body = _raiser(exc_type, "sync-thread")
+    outcome: list[ToolResult] = []
+    thread = threading.Thread(target=lambda: outcome.append(body.run_sync({})), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "run_sync() hung"
+    assert outcome[0].kind is ErrorKind.TOOL_RUNTIME_FATAL
+
+
+def test_a_stop_iteration_frees_the_bulkhead_slot() -> None:
+    """After a body raised StopIteration, the next call gets the slot (none stays taken)."""
+    body = _raiser(StopIteration, "sync-thread")
+    runner = ToolRunner(Toolkit("hostile", [body]), bulkhead=Bulkhead(max_concurrent=1))
+
+    async def twice() -> list[ToolResult]:
+        return [await runner.run(body.name, {}), await runner.run(body.name, {})]
+
+    kinds = [result.kind for result in run(twice())]
+    assert kinds == [ErrorKind.TOOL_RUNTIME_FATAL, ErrorKind.TOOL_RUNTIME_FATAL]
+
+
+def test_tdk_run_prints_the_result_of_a_stop_iteration(tmp_path: Path) -> None:
+    """``tdk run`` on a body raising StopIteration prints its result and exits 1."""
+    module = tmp_path / "hostile_cli_tools.py"
+    module.write_text(
+        textwrap.dedent(
+            '''
+            from tdk import tool
+
+            @tool
+            def first() -> int:
+                """Return the first of nothing."""
+                return next(iter([]))
+            '''
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tdk", "run", str(module), "first"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["error"]["kind"] == "TOOL_RUNTIME_FATAL"
+
+
+# ---------------------------------------------------------------------------------------------
+# Return values that JSON cannot carry
+
+
+class Reading(BaseModel):
+    """A reading."""
+
+    value: float
+
+
+class Row(TypedDict):
+    """A row."""
+
+    id: int
+
+
+class Table(TypedDict):
+    """A table."""
+
+    rows: list[Row]
+
+
+def _cycle() -> list[Any]:
+    items: list[Any] = []
+    items.append(items)
+    return items
+
+
+def _deep() -> list[Any]:
+    items: list[Any] = []
+    for _ in range(100_000):
+        items = [items]
+    return items
+
+
+BAD_OUTPUTS = [
+    pytest.param(int, lambda: 10**5000, id="int-beyond-the-str-limit"),
+    pytest.param(float, lambda: math.nan, id="nan"),
+    pytest.param(list[float], lambda: [1.0, math.inf], id="infinity-in-a-list"),
+    pytest.param(Reading, lambda: Reading(value=math.nan), id="nan-in-a-model"),
+    pytest.param(dict[str, Any], lambda: {"x": -math.inf}, id="infinity-under-any"),
+    pytest.param(list[Any], lambda: [10**5000], id="huge-int-under-any"),
+    pytest.param(list[Any], _cycle, id="cycle"),
+    pytest.param(list[Any], _deep, id="too-deep"),
+    pytest.param(bytes, lambda: b"\xff\xfe", id="bytes-not-utf8"),
+    pytest.param(Row, lambda: {"id": 1, "extra": "dropped?"}, id="typeddict-extra-key"),
+    pytest.param(Table, lambda: {"rows": [{"id": 1, "x": 2}]}, id="nested-typeddict-extra-key"),
+]
+
+
+@pytest.mark.parametrize(("annotation", "make"), BAD_OUTPUTS)
+def test_values_json_cannot_carry_are_bad_output(annotation: Any, make: Callable[[], Any]) -> None:
+    """A value that is not JSON (or loses keys on the way) is TOOL_RUNTIME_BAD_OUTPUT_VALUE,
+    and the result prints and serialises."""
+
+    def body() -> Any:
+        """Return something JSON cannot carry."""
+        return make()
+
+    body.__annotations__["return"] = annotation
+    result = run(tool(name="bad_output")(body).run({}))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE, result
+    assert result.value is None
+    json.dumps(result.to_dict(), allow_nan=False)
+    repr(result)
+    str(result)
+
+
+GOOD_OUTPUTS = [
+    pytest.param(str, "NaN Infinity -Infinity", id="words-that-look-like-numbers"),
+    pytest.param(str, "7" * 5000, id="long-digit-string"),
+    pytest.param(float, 1e308, id="largest-floats"),
+    pytest.param(int, 10**4000, id="long-int-within-the-limit"),
+    pytest.param(dict[str, Any], {"NaN": [1, 2.5, "Infinity"]}, id="numbers-and-words"),
+]
+
+
+@pytest.mark.parametrize(("annotation", "value"), GOOD_OUTPUTS)
+def test_values_near_the_line_are_kept(annotation: Any, value: Any) -> None:
+    """Text that merely looks like NaN or a long number, and big finite numbers, succeed."""
+
+    def body() -> Any:
+        """Return a value near the line."""
+        return value
+
+    body.__annotations__["return"] = annotation
+    result = run(tool(name="good_output")(body).run({}))
+    assert result.is_success, result.error
+    assert result.value == value
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments of run() itself
+
+
+WRONG_CALL_IDS = [
+    pytest.param({"call_id": 7}, TypeError, id="call-id-int"),
+    pytest.param({"call_id": b"id"}, TypeError, id="call-id-bytes"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        *WRONG_CALL_IDS,
+        pytest.param({"timeout": "5"}, TypeError, id="timeout-text"),
+        pytest.param({"timeout": True}, TypeError, id="timeout-bool"),
+        pytest.param({"timeout": 0}, ValueError, id="timeout-zero"),
+        pytest.param({"timeout": -1.0}, ValueError, id="timeout-negative"),
+        pytest.param({"timeout": math.nan}, ValueError, id="timeout-nan"),
+        pytest.param({"timeout": math.inf}, ValueError, id="timeout-infinite"),
+    ],
+)
+@pytest.mark.parametrize("entry", ["tool.run", "toolkit.run"])
+def test_wrong_run_options_raise_before_the_body_runs(
+    options: dict[str, Any], error: type[Exception], entry: str
+) -> None:
+    """A call_id or timeout of the wrong kind is the caller's bug: raised up front."""
+    ran: list[bool] = []
+
+    @tool
+    async def counted() -> int:
+        """Count calls."""
+        ran.append(True)
+        return 1
+
+    toolkit = Toolkit("options", [counted])
+    if entry == "tool.run":
+        call = counted.run({}, **options)
+    else:
+        call = toolkit.run("counted", {}, **options)
+    with pytest.raises(error):
+        run(call)
+    assert ran == []
+
+
+@pytest.mark.parametrize(("options", "error"), WRONG_CALL_IDS)
+@pytest.mark.parametrize("name", ["counted", "unknown"])
+def test_the_runner_checks_the_call_id_up_front(
+    options: dict[str, Any], error: type[Exception], name: str
+) -> None:
+    """The runner raises for a wrong call_id before its policies or the body see the call."""
+    ran: list[bool] = []
+
+    @tool
+    async def counted() -> int:
+        """Count calls."""
+        ran.append(True)
+        return 1
+
+    runner = ToolRunner(Toolkit("options", [counted]))
+    with pytest.raises(error):
+        run(runner.run(name, {}, **options))
+    assert ran == []
+    assert runner.stats().calls == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Async bodies that ignore their cancellation
+
+
+def test_a_body_that_returns_after_its_limit_is_a_timeout() -> None:
+    """A body that swallows the cancellation of its time limit and returns is still a
+    timeout, and its cleanup ran."""
+    cleaned: list[bool] = []
+
+    @tool(timeout=0.05)
+    async def stubborn() -> int:
+        """Ignore the cancellation once."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)  # a short cleanup, which the grace allows
+            cleaned.append(True)
+        return 1
+
+    result = run(stubborn.run({}))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert result.error is not None
+    assert result.error.details == {"timeout": 0.05}
+    assert cleaned == [True]
+
+
+def test_a_body_that_never_stops_is_let_go_of() -> None:
+    """A body that swallows every cancellation is a timeout within its limit plus the grace."""
+    swallowed = 0
+
+    @tool(timeout=0.05)
+    async def immortal() -> int:
+        """Never stop."""
+        nonlocal swallowed
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                swallowed += 1
+
+    result = run(immortal.run({}), within=5.0)
+    assert result.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert swallowed >= 1
+
+
+def test_a_body_that_yields_bare_after_its_limit_is_let_go_of() -> None:
+    """The same for a body spinning on ``asyncio.sleep(0)``."""
+
+    @tool(timeout=0.05)
+    async def spinning() -> int:
+        """Spin."""
+        while True:
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                continue
+
+    assert run(spinning.run({}), within=5.0).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def test_a_body_cancelling_its_own_work_is_not_cut_short() -> None:
+    """A body's own inner time limit, caught by the body, is none of the call's business."""
+
+    @tool(timeout=5.0)
+    async def careful() -> str:
+        """Give up on a slow step and carry on."""
+        try:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(10)
+        except TimeoutError:
+            pass
+        await asyncio.sleep(0.01)
+        return "done"
+
+    assert run(careful.run({})).value == "done"
+
+
+def test_a_failed_cleanup_after_the_limit_is_still_a_timeout() -> None:
+    """A body whose cleanup raises after its limit reports the timeout, not the cleanup."""
+
+    @tool(timeout=0.02)
+    async def messy() -> int:
+        """Fail while cleaning up."""
+        try:
+            await asyncio.sleep(10)
+        finally:
+            raise RuntimeError("cleanup failed")
+        return 1
+
+    assert run(messy.run({})).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def test_cancelling_the_caller_of_a_limited_body_propagates() -> None:
+    """Cancelling a caller whose body has a time limit raises CancelledError in the caller."""
+    started = asyncio.Event()
+
+    @tool(timeout=5.0)
+    async def waits() -> int:
+        """Wait."""
+        started.set()
+        await asyncio.sleep(10)
+        return 1
+
+    async def scenario() -> None:
+        task = asyncio.create_task(waits.run({}))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario())
+
+
+class _OddYield:
+    """An awaitable that yields what no event loop can wait for."""
+
+    def __await__(self) -> Any:
+        yield 42
+
+
+def test_a_body_awaiting_something_odd_after_its_limit_is_let_go_of() -> None:
+    """After its limit, a body awaiting what asyncio cannot wait for is let go of at once."""
+
+    @tool(timeout=0.05)
+    async def odd() -> int:
+        """Await the odd thing once the limit has passed."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await _OddYield()
+        return 1
+
+    assert run(odd.run({}), within=5.0).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def test_a_body_that_refuses_to_close_is_still_let_go_of() -> None:
+    """A body that even ignores being closed (it awaits in its ``finally``) is a timeout."""
+
+    @tool(timeout=0.05)
+    async def clinging() -> int:
+        """Await again while being closed."""
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                continue
+            finally:
+                await asyncio.sleep(0)
+
+    assert run(clinging.run({}), within=5.0).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def test_cancelling_the_caller_during_the_grace_propagates() -> None:
+    """A caller cancelled while a stubborn body uses its grace gets its CancelledError, and
+    the body sees that cancellation too."""
+    in_grace = asyncio.Event()
+    seen: list[str] = []
+
+    @tool(timeout=0.05)
+    async def stubborn() -> int:
+        """Ignore the limit's cancellation, then clean up slowly."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            in_grace.set()
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                seen.append("second cancellation")
+                raise
+        return 1
+
+    async def scenario() -> None:
+        task = asyncio.create_task(stubborn.run({}))
+        await in_grace.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario())
+    assert seen == ["second cancellation"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sync bodies that outlive their calls
+
+
+def test_lingering_bodies_do_not_starve_other_sync_tools() -> None:
+    """Sync bodies stuck past their limit do not keep an unrelated sync tool from running."""
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def stuck() -> int:
+        """Block until released."""
+        release.wait(30)
+        return 1
+
+    @tool(timeout=5.0)
+    def quick(n: Annotated[int, "A number."]) -> int:
+        """Return the number."""
+        return n
+
+    async def scenario() -> list[ToolResult]:
+        stuck_results = await asyncio.gather(*(stuck.run({}) for _ in range(DEFAULT_THREADS + 2)))
+        return [*stuck_results, await quick.run({"n": 7})]
+
+    try:
+        results = run(scenario())
+    finally:
+        release.set()
+    assert {r.kind for r in results[:-1]} == {ErrorKind.TOOL_RUNTIME_TIMEOUT}
+    assert results[-1].value == 7
+
+
+def test_run_sync_returns_while_a_body_lingers() -> None:
+    """``run_sync`` returns at the limit: nothing waits for the body's thread to finish."""
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def stuck() -> int:
+        """Block until released."""
+        release.wait(30)
+        return 1
+
+    outcome: list[ToolResult] = []
+    thread = threading.Thread(target=lambda: outcome.append(stuck.run_sync({})), daemon=True)
+    thread.start()
+    thread.join(10)
+    release.set()
+    assert not thread.is_alive(), "run_sync() waited for the lingering body"
+    assert outcome[0].kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def test_a_body_that_never_started_counts_no_attempt() -> None:
+    """A sync call whose time ran out while every thread was busy never runs its body, and
+    its result says ``attempts == 0``."""
+    release = threading.Event()
+    busy = threading.Semaphore(0)
+    started: list[str] = []
+
+    @tool
+    def occupy() -> int:
+        """Hold a thread until released."""
+        busy.release()
+        release.wait(30)
+        return 1
+
+    @tool(timeout=0.05)
+    def late() -> int:
+        """Never get a thread."""
+        started.append("late")
+        return 1
+
+    async def scenario() -> ToolResult:
+        holders = [asyncio.create_task(occupy.run({})) for _ in range(DEFAULT_THREADS)]
+        for _ in holders:
+            await asyncio.to_thread(busy.acquire, True, 10)
+        result = await late.run({})
+        release.set()
+        await asyncio.gather(*holders)
+        return result
+
+    try:
+        result = run(scenario())
+    finally:
+        release.set()
+    assert result.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert result.attempts == 0
+    assert started == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed tdk errors
+
+
+class _Lazy(RetryableToolError):
+    """An error whose ``__init__`` forgets ``ToolError.__init__``."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class _Evil(str):
+    """Text whose methods lie."""
+
+    def replace(self, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
+        return "evil"
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+class _BadKey:
+    """A key whose ``str()`` fails."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+def _cyclic() -> dict[str, Any]:
+    cyclic: dict[str, Any] = {"name": "loop"}
+    cyclic["self"] = cyclic
+    return cyclic
+
+
+def _explosive() -> list[Any]:
+    row = [1] * 300
+    table = [row] * 300
+    return [table] * 300  # 27 million values when walked naively
+
+
+def _reassigned(**fields: Any) -> Callable[[], ToolError]:
+    def make() -> ToolError:
+        error = RetryableToolError("Try again.", additional_prompt_content="Use page=2.")
+        for name, value in fields.items():
+            setattr(error, name, value)
+        return error
+
+    return make
+
+
+MALFORMED = [
+    pytest.param(lambda: _Lazy("nope"), ErrorKind.TOOL_RUNTIME_FATAL, id="init-skipped"),
+    pytest.param(
+        lambda: RetryableToolError("x", details={1: "a", (1, 2): "b", None: "c"}),
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        id="non-str-keys",
+    ),
+    pytest.param(
+        _reassigned(details={1: object(), _BadKey(): 2}),
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        id="non-str-keys-after-creation",
+    ),
+    pytest.param(
+        lambda: RetryableToolError("x", details=_cyclic()),
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        id="self-referencing-details",
+    ),
+    pytest.param(
+        _reassigned(details=_cyclic()),
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        id="self-referencing-after-creation",
+    ),
+    pytest.param(
+        _reassigned(details={"x": object(), "n": 10**5000, "f": math.nan}),
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        id="unserialisable-values-after-creation",
+    ),
+    pytest.param(
+        _reassigned(details={"rows": _explosive()}),
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        id="shared-rows-that-explode",
+    ),
+    pytest.param(
+        _reassigned(details={"text": _Evil("sk-" + "a" * 30)}),
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        id="str-subclass-with-lying-methods",
+    ),
+    pytest.param(_reassigned(message=b"bytes"), ErrorKind.TOOL_RUNTIME_FATAL, id="message-bytes"),
+    pytest.param(_reassigned(message=42), ErrorKind.TOOL_RUNTIME_FATAL, id="message-int"),
+    pytest.param(_reassigned(message=None), ErrorKind.TOOL_RUNTIME_FATAL, id="message-none"),
+    pytest.param(_reassigned(details=[1, 2]), ErrorKind.TOOL_RUNTIME_FATAL, id="details-a-list"),
+    pytest.param(_reassigned(kind="RETRY"), ErrorKind.TOOL_RUNTIME_FATAL, id="kind-a-string"),
+    pytest.param(
+        _reassigned(retry_after_ms=10**400), ErrorKind.TOOL_RUNTIME_FATAL, id="huge-retry-after"
+    ),
+    pytest.param(
+        lambda: RetryableToolError("x", retry_after_ms=10**400),
+        ErrorKind.TOOL_RUNTIME_FATAL,
+        id="huge-retry-after-at-creation",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "kind"), MALFORMED)
+def test_malformed_tdk_errors_give_a_serialisable_result(
+    make: Callable[[], ToolError], kind: ErrorKind
+) -> None:
+    """A tdk error with missing, mistyped, cyclic or unserialisable fields gives a result
+    whose ``to_dict()`` is JSON (a fatal one when the error cannot be read)."""
+
+    @tool
+    def raises() -> int:
+        """Raise a malformed error."""
+        raise make()
+
+    result = run(raises.run({}, include_stacktrace=True))
+    assert result.kind is kind
+    text = json.dumps(result.to_dict(), allow_nan=False)
+    assert "sk-" + "a" * 30 not in text
+    assert "evil" not in text
+    repr(result)
+    assert result.error is not None
+    result.error.to_log_line()
+
+
+def test_a_malformed_error_says_which_fields() -> None:
+    """The developer message names what could not be read."""
+
+    @tool
+    def raises() -> int:
+        """Raise a malformed error."""
+        raise _Lazy("nope")
+
+    error = run(raises.run({})).error
+    assert error is not None
+    assert error.message == "The tool raised a _Lazy that tdk could not read."
+    assert error.developer_message is not None
+    assert "message, developer_message" in error.developer_message
+
+
+def test_a_malformed_error_never_stops_the_rest_of_a_batch() -> None:
+    """In ``run_many``, a call failing with a malformed error leaves the others running."""
+
+    @tool
+    def broken() -> int:
+        """Raise a malformed error."""
+        raise _Lazy("nope")
+
+    @tool
+    async def slow() -> str:
+        """Finish after the broken one."""
+        await asyncio.sleep(0.05)
+        return "finished"
+
+    runner = ToolRunner(Toolkit("batch", [broken, slow]))
+    results = run(runner.run_many([("broken", {}), ("slow", {}), ("broken", {})]))
+    assert [r.kind for r in results] == [
+        ErrorKind.TOOL_RUNTIME_FATAL,
+        None,
+        ErrorKind.TOOL_RUNTIME_FATAL,
+    ]
+    assert results[1].value == "finished"
