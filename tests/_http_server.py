@@ -63,6 +63,11 @@ class Handler(BaseHTTPRequestHandler):
         """A session cookie, as a login answers (httpcore's DEBUG lines list it)."""
         self._answer(200, {"Set-Cookie": f"session={SESSION}; HttpOnly"}, b"{}")
 
+    def route_echo(self) -> None:
+        """An upstream that echoes the request's API key in its response headers."""
+        key = self.headers.get("X-Api-Key", "")
+        self._answer(401, {"X-Echo": key, "X-Echo-Api-Key": key}, b"{}")
+
     def route_limited(self) -> None:
         body = json.dumps({"message": "API rate limit exceeded"}).encode()
         self._answer(429, {"Retry-After": "7", "Content-Type": "application/json"}, body)

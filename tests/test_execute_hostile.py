@@ -318,7 +318,7 @@ def test_a_body_that_returns_after_its_limit_is_a_timeout() -> None:
     timeout, and its cleanup ran."""
     cleaned: list[bool] = []
 
-    @tool(timeout=0.05)
+    @tool(timeout=0.2)
     async def stubborn() -> int:
         """Ignore the cancellation once."""
         try:
@@ -331,7 +331,7 @@ def test_a_body_that_returns_after_its_limit_is_a_timeout() -> None:
     result = run(stubborn.run({}))
     assert result.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
     assert result.error is not None
-    assert result.error.details == {"timeout": 0.05}
+    assert result.error.details == {"timeout": 0.2}
     assert cleaned == [True]
 
 
@@ -467,7 +467,7 @@ def test_cancelling_the_caller_during_the_grace_propagates() -> None:
     in_grace = asyncio.Event()
     seen: list[str] = []
 
-    @tool(timeout=0.05)
+    @tool(timeout=0.5)
     async def stubborn() -> int:
         """Ignore the limit's cancellation, then clean up slowly."""
         try:

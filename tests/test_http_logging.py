@@ -106,6 +106,36 @@ def test_on_a_handler_it_covers_httpcore_headers(base_url: str) -> None:
     assert SESSION not in output
 
 
+def test_install_covers_httpcores_lines_of_echoed_secrets(base_url: str) -> None:
+    """After install(), httpcore's DEBUG lines of a tool call lose the call's secret when the
+    upstream echoes it in response headers, under any name (no filter of the user's own)."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("httpcore")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+
+    @tool
+    def echoed(context: ToolContext) -> int:
+        """Call an upstream that echoes the key back."""
+        key = context.get_secret("KEY")
+        with tdk.http.install(httpx.Client(timeout=10, headers={"X-Api-Key": key})) as client:
+            client.get(f"{base_url}/echo")
+        return 1
+
+    try:
+        result = echoed.run_sync({}, context=ToolContext(secrets={"KEY": KEY}))
+    finally:
+        logger.setLevel(level)
+        logger.removeHandler(handler)
+    assert result.kind is ErrorKind.UPSTREAM_RUNTIME_AUTH_ERROR
+    output = stream.getvalue()
+    assert "receive_response_headers" in output
+    assert "X-Echo" in output
+    assert KEY not in output
+
+
 @pytest.mark.parametrize(
     ("message", "args", "expected"),
     [

@@ -637,20 +637,24 @@ async def test_a_queued_call_gives_up_after_max_wait() -> None:
 
 @in_loop
 async def test_the_deadline_shortens_the_queue_wait() -> None:
-    """A call queues no longer than its deadline leaves."""
+    """A call queues no longer than its deadline leaves. (Only the queued call has a
+    deadline: the one holding the slot cannot run out of time on a slow machine.)"""
     upstream = Upstream()
     runner = ToolRunner(
         Toolkit("upstream", upstream.tools),
-        bulkhead=Bulkhead(max_concurrent=1, max_wait=60.0),
-        deadline=0.02,
+        bulkhead=Bulkhead(max_concurrent=5, max_wait=60.0),
+        max_concurrency=1,
     )
+    runner.configure("fail", deadline=0.02)
     first = asyncio.create_task(runner.run("hold"))
     await until(lambda: upstream.running == 1)
-    refused = await runner.run("hold")
+    refused = await runner.run("fail")
     assert refused.kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
+    assert refused.error is not None
+    assert refused.error.details["scope"] == "all"
     assert refused.duration_ms < 5000
     upstream.release.set()
-    await first
+    assert (await first).is_success
 
 
 @in_loop

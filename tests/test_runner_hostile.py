@@ -212,7 +212,7 @@ async def test_a_bulkhead_counts_bodies_still_running_in_their_threads() -> None
     stuck = Stuck()
     runner = ToolRunner(
         Toolkit("stuck", [stuck.tool]),
-        timeout=0.05,
+        timeout=0.3,
         retry=RetryPolicy(max_attempts=3, initial_delay=0.0, jitter=False),
         bulkhead=Bulkhead(max_concurrent=2),
     )
@@ -241,22 +241,42 @@ async def test_a_bulkhead_counts_bodies_still_running_in_their_threads() -> None
     assert stuck.peak == 2
 
 
+class _Seen(logging.Handler):
+    """Sets an event when a record of ``kind`` is logged."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.event = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "tdk_error", {}).get("kind") == self.kind:
+            self.event.set()
+
+
 @in_loop
 async def test_a_retry_waits_for_the_body_it_would_overlap() -> None:
     """A retry starts only after the attempt that timed out has ended in its thread."""
     stuck = Stuck()
     runner = ToolRunner(
         Toolkit("stuck", [stuck.tool]),
-        timeout=0.05,
+        timeout=0.5,
         retry=RetryPolicy(max_attempts=2, initial_delay=0.0, jitter=False),
     )
-    call = asyncio.create_task(runner.run("stuck", {"n": 4}))
-    await asyncio.sleep(0.07)  # the first attempt has timed out; its body still runs
-    assert stuck.running == 1
-    stuck.release.set()  # it ends within the retry's wait: the retry runs, alone
-    result = await asyncio.wait_for(call, 10)
+    seen = _Seen("TOOL_RUNTIME_TIMEOUT")
+    logging.getLogger("tdk").addHandler(seen)
+    try:
+        call = asyncio.create_task(runner.run("stuck", {"n": 4}))
+        await asyncio.wait_for(seen.event.wait(), 10)  # the first attempt timed out...
+        assert stuck.running == 1  # ...and its body still runs
+        stuck.release.set()  # it ends within the retry's wait: the retry runs, alone
+        result = await asyncio.wait_for(call, 10)
+    finally:
+        logging.getLogger("tdk").removeHandler(seen)
+        stuck.release.set()
     assert result.value == 4
     assert result.attempts == 2
+    assert stuck.bodies == 2
     assert stuck.peak == 1
 
 

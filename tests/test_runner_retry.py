@@ -413,8 +413,13 @@ async def test_the_deadline_cuts_the_attempt_in_progress() -> None:
         await asyncio.sleep(10)
         return "never"
 
+    time = FakeTime()  # the deadline on a clock of its own: a slow machine cannot eat it up
     runner = ToolRunner(
-        Toolkit("test", [hang]), deadline=0.02, retry=RetryPolicy(initial_delay=0.05)
+        Toolkit("test", [hang]),
+        deadline=0.02,
+        retry=RetryPolicy(initial_delay=0.05),
+        clock=time.clock,
+        sleep=time.sleep,
     )
     result = await runner.run("hang")
     assert result.kind == ErrorKind.TOOL_RUNTIME_TIMEOUT

@@ -274,10 +274,19 @@ async def test_cancelling_during_the_wait_between_retries_stops_for_good() -> No
     """Cancelled while waiting to retry: no further attempt, now or later."""
     gate = Gate()
     gate.failures = 5
-    runner = ToolRunner(gate.toolkit, retry=RetryPolicy(initial_delay=0.01, jitter=False))
+    waits: list[float] = []
+
+    async def sleep_until_cancelled(seconds: float) -> None:
+        waits.append(seconds)
+        await asyncio.Event().wait()
+
+    runner = ToolRunner(
+        gate.toolkit,
+        retry=RetryPolicy(initial_delay=0.01, jitter=False),
+        sleep=sleep_until_cancelled,
+    )
     call = asyncio.create_task(runner.run("flaky", {"n": 1}))
-    await until(lambda: len(gate.seen) == 1)
-    await asyncio.sleep(0.002)
+    await until(lambda: waits == [0.01])
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call

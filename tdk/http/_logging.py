@@ -2,10 +2,10 @@
 
 httpx logs every request at INFO on the ``httpx`` logger (httpx2 on ``httpx2``) with the
 whole URL, userinfo and query credentials included, and httpcore's DEBUG lines list response
-headers (``Set-Cookie`` among them). :class:`RedactingLogFilter` gives those records the
-redaction tdk applies to its own texts, the secrets of the tool call running included;
-:func:`redact_httpx_logs` puts one on those loggers, and ``install()`` does so when it adds the
-hook.
+headers (``Set-Cookie`` among them, and whatever an upstream echoes back).
+:class:`RedactingLogFilter` gives those records the redaction tdk applies to its own texts,
+the secrets of the tool call running included; :func:`redact_httpx_logs` puts one on each of
+those loggers, and ``install()`` does so when it adds the hook.
 """
 
 from __future__ import annotations
@@ -67,17 +67,28 @@ class RedactingLogFilter(logging.Filter):
 #: Renders a record's traceback before it is redacted (as a handler's formatter would).
 _FORMATTER: Final = logging.Formatter()
 _FILTER: Final = RedactingLogFilter()
-#: The loggers on which httpx and httpx2 write one line per request, URL included.
-_REQUEST_LOGGERS: Final = ("httpx", "httpx2")
+#: The loggers that write what a request sent and received: httpx's and httpx2's line per
+#: request (the whole URL), and httpcore's DEBUG trace lines (response headers). A filter on
+#: a logger sees only the records of that very logger, so each of them gets one.
+_REQUEST_LOGGERS: Final = (
+    "httpx",
+    "httpx2",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+)
 
 
 def redact_httpx_logs() -> RedactingLogFilter:
-    """Put a :class:`RedactingLogFilter` on the ``httpx`` and ``httpx2`` loggers (once each)
-    and return it.
+    """Put a :class:`RedactingLogFilter` on the ``httpx`` and ``httpx2`` loggers and on
+    httpcore's (once each) and return it.
 
     ``install()`` calls this. Call it yourself when you add the hook to a client's
-    ``event_hooks`` by hand. It costs nothing while their INFO records are not enabled (the
-    default level is WARNING): a logger's filters run only for records it emits.
+    ``event_hooks`` by hand. It costs nothing while their records are not enabled (the
+    default level is WARNING, and httpcore writes DEBUG only): a logger's filters run only for
+    records it emits.
     """
     for name in _REQUEST_LOGGERS:
         logger = logging.getLogger(name)
