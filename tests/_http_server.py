@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,6 +68,22 @@ class Handler(BaseHTTPRequestHandler):
         """An upstream that echoes the request's API key in its response headers."""
         key = self.headers.get("X-Api-Key", "")
         self._answer(401, {"X-Echo": key, "X-Echo-Api-Key": key}, b"{}")
+
+    def route_endless(self) -> None:
+        """A 200 JSON stream that never ends (until the client hangs up)."""
+        self.send_response_only(200)
+        self.send_header("Date", DATE)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        piece = b'{"event": "tick"}\n'
+        try:
+            while True:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+                time.sleep(0.01)
+        except OSError:  # the client went away
+            return
 
     def route_limited(self) -> None:
         body = json.dumps({"message": "API rate limit exceeded"}).encode()

@@ -3,6 +3,14 @@
 Options live on :class:`UpstreamHook`, a frozen record whose methods are the hooks. The
 module-level :func:`raise_for_upstream`, :func:`araise_for_upstream` and :func:`classify` are
 those of a hook with the default options; :func:`install` builds one from keywords.
+
+httpx runs response hooks on every hop of a request: on each redirect, and on the 401 that an
+auth flow (``httpx.DigestAuth``, a token refreshed on 401) answers with a second request. A
+hook alone cannot tell a hop from the final response, nor a body the caller will stream from
+one httpx will read. So :func:`install` also wraps the client's ``send``: while it runs, the
+hook lets 401 and 407 pass (the auth flow may answer them), and once the flow is done the
+final response is classified as usual; a 2xx body is read and checked only when the caller
+did not choose to stream it.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ import importlib
 import importlib.util
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol, TypeVar
@@ -27,6 +36,12 @@ from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS
 _LOG: Final = logging.getLogger("tdk.http")
 
 EventHook = Callable[..., Any]
+
+#: Statuses that ask for credentials, which an auth flow may answer with a second request.
+CHALLENGES: Final = frozenset({401, 407})
+#: True while the ``send`` of a client tdk is installed on runs (in this context): the hook
+#: leaves challenges to it, and 2xx bodies too (it knows whether the caller streams them).
+_SENDING: ContextVar[bool] = ContextVar("tdk_sending", default=False)
 
 
 class HookedClient(Protocol):
@@ -53,7 +68,8 @@ class UpstreamHook:
         with the parsed JSON body (or None). It runs on every error response before the
         standard classification, and on 2xx responses whose ``Content-Type`` mentions JSON
         (those bodies are read in full first, as httpx would read them anyway; they stay
-        readable). Return an :class:`~tdk.errors.UpstreamError` to raise it, or None.
+        readable), except those the caller streams (``client.stream(...)``), which are never
+        read. Return an :class:`~tdk.errors.UpstreamError` to raise it, or None.
 
     .. versionadded:: 0.1
     """
@@ -75,10 +91,12 @@ class UpstreamHook:
         100-599); let every other response pass untouched."""
         status = response.status_code
         if 100 <= status < 400:
-            if self.check_body is not None and _checked_success(response):
-                response.read()
+            if self.check_body is not None and _checked_success(response) and not _SENDING.get():
+                response.read()  # a hook added by hand: httpx is about to read it anyway
                 self._check_success(response)
             return
+        if status in CHALLENGES and _SENDING.get():
+            return  # an auth flow may answer it; the installed send classifies the last one
         body = read_bounded(response, self.max_body_bytes)
         response.close()
         raise self._error(response, body, None, ())
@@ -88,9 +106,11 @@ class UpstreamHook:
         :meth:`raise_for_upstream`."""
         status = response.status_code
         if 100 <= status < 400:
-            if self.check_body is not None and _checked_success(response):
+            if self.check_body is not None and _checked_success(response) and not _SENDING.get():
                 await response.aread()
                 self._check_success(response)
+            return
+        if status in CHALLENGES and _SENDING.get():
             return
         body = await aread_bounded(response, self.max_body_bytes)
         await response.aclose()
@@ -112,14 +132,21 @@ class UpstreamHook:
         """Add this hook to ``client`` (sync or async, httpx or httpx2) and return it.
 
         A tdk hook already installed is replaced, so installing twice leaves one hook. The
-        ``httpx`` logger gets a :class:`RedactingLogFilter` (see :func:`redact_httpx_logs`):
-        its INFO line carries every request's whole URL.
+        client's ``send`` is wrapped so that auth flows work and streamed bodies stay unread
+        (see the module docstring). The ``httpx`` logger gets a :class:`RedactingLogFilter`
+        (see :func:`redact_httpx_logs`): its INFO line carries every request's whole URL.
         """
         redact_httpx_logs()
-        hook = _hook_for(self, _is_async(client))
+        is_async = _is_async(client)
+        hook = _hook_for(self, is_async)
         hooks = client.event_hooks
         hooks["response"] = [h for h in hooks.get("response", []) if not _is_ours(h)] + [hook]
         client.event_hooks = hooks
+        send = getattr(client, "send", None)
+        if isinstance(send, _InstalledSend):
+            send.hook = self
+        elif send is not None:
+            vars(client)["send"] = (_AsyncInstalledSend if is_async else _InstalledSend)(self, send)
         return client
 
     def _error(
@@ -159,6 +186,68 @@ class UpstreamHook:
         error = self._body_error(response, response.content)
         if error is not None:
             raise error
+
+
+class _InstalledSend:
+    """``client.send`` of a client tdk is installed on: the original ``send``, then the
+    classification of the final response, for which a response hook is too early."""
+
+    __slots__ = ("hook", "send")
+
+    def __init__(self, hook: UpstreamHook, send: Callable[..., Any]) -> None:
+        self.hook = hook
+        self.send = send
+
+    def __call__(
+        self, request: httpx.Request, *, stream: bool = False, **options: Any
+    ) -> httpx.Response:
+        token = _SENDING.set(True)
+        try:
+            response: httpx.Response = self.send(request, stream=True, **options)
+        finally:
+            _SENDING.reset(token)
+        if response.status_code in CHALLENGES:  # no auth flow answered it
+            self.hook.raise_for_upstream(response)
+        if not stream:
+            try:  # what httpx's own send does for a body the caller does not stream
+                response.read()
+                if self.hook.check_body is not None and _checked_success(response):
+                    self.hook._check_success(response)
+            except BaseException:
+                response.close()
+                raise
+        return response
+
+
+class _AsyncInstalledSend(_InstalledSend):
+    """The same for an ``AsyncClient``."""
+
+    __slots__ = ()
+
+    def __call__(  # type: ignore[override]
+        self, request: httpx.Request, *, stream: bool = False, **options: Any
+    ) -> Awaitable[httpx.Response]:
+        return self._send(request, stream, options)
+
+    async def _send(
+        self, request: httpx.Request, stream: bool, options: dict[str, Any]
+    ) -> httpx.Response:
+        token = _SENDING.set(True)
+        try:
+            response: httpx.Response = await self.send(request, stream=True, **options)
+        finally:
+            _SENDING.reset(token)
+        if response.status_code in CHALLENGES:
+            await self.hook.araise_for_upstream(response)
+        if not stream:
+            try:
+                await response.aread()
+                if self.hook.check_body is not None and _checked_success(response):
+                    self.hook._check_success(response)
+            except BaseException:
+                await response.aclose()
+                raise
+        return response
 
 
 def _read(response: httpx.Response) -> bool:
