@@ -262,6 +262,10 @@ def _import_failed(module_name: str, toolkit: str, exc: Exception) -> ToolkitLoa
 def _locate(location: Path, toolkit: str | None) -> tuple[str, Path]:
     """The dotted module name of a file or package directory, and the file of its top-level
     module (the outermost enclosing package, or the file itself)."""
+    if not location.exists():
+        raise ToolkitLoadError(
+            f"no such file or directory: {location}", toolkit=toolkit or location.stem
+        )
     if location.is_dir() or location.name == "__init__.py":
         package = location if location.is_dir() else location.parent
         if not (package / "__init__.py").is_file():

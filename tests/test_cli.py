@@ -123,3 +123,25 @@ def test_console_entry_point_runs(good: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "every definition valid" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ["check", "TMP/nope.py"],
+            "[TOOLKIT_LOAD_FAILED] ToolkitLoadError when loading toolkit 'nope': "
+            "no such file or directory: TMP/nope.py",
+            id="missing-file",
+        ),
+    ],
+)
+def test_bad_targets_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """A target that cannot be loaded is one line on stderr and exit status 1."""
+    resolved = tmp_path.resolve()
+    assert main([arg.replace("TMP", str(resolved)) for arg in argv]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == message.replace("TMP", str(resolved)) + "\n"
+    assert captured.out == ""

@@ -453,33 +453,38 @@ def test_a_module_without_tools_is_a_load_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("relative", "create", "reason"),
+    ("relative", "create", "message"),
     [
+        pytest.param("missing.py", None, "no such file or directory: PATH", id="missing-file"),
+        pytest.param("missing", None, "no such file or directory: PATH", id="missing-directory"),
         pytest.param(
-            "missing.py", False, "is neither a .py file nor a package directory", id="missing"
+            "missing/tools.py", None, "no such file or directory: PATH", id="missing-parent"
         ),
         pytest.param(
-            "notes.txt", True, "is neither a .py file nor a package directory", id="not-python"
+            "notes.txt",
+            "file",
+            "PATH is neither a .py file nor a package directory",
+            id="not-python",
         ),
         pytest.param(
             "folder",
-            True,
-            "is a directory without __init__.py, not a Python package",
+            "directory",
+            "PATH is a directory without __init__.py, not a Python package",
             id="plain-directory",
         ),
     ],
 )
 def test_paths_that_are_not_modules(
-    tmp_path: Path, relative: str, create: bool, reason: str
+    tmp_path: Path, relative: str, create: str | None, message: str
 ) -> None:
     """Paths that cannot be a module are load errors that say why."""
     path = tmp_path / relative
-    if create and path.suffix:
+    if create == "file":
         path.write_text("hello")
-    elif create:
+    elif create == "directory":
         path.mkdir()
     error = _load_failure(path)
-    assert error.message == f"{path} {reason}"
+    assert error.message == message.replace("PATH", str(path))
 
 
 def test_a_file_named_like_an_imported_module_is_refused(tmp_path: Path) -> None:
