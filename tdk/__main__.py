@@ -2,7 +2,7 @@
 
 ::
 
-    tdk check tools/weather.py          # load the tools; report every definition problem
+    tdk check tools/weather.py          # load the tools; report every problem of every tool
     tdk schema tools/weather.py         # the definitions as JSON, as a host shows them
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
 
@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit
 from tdk.errors import ToolError
 
@@ -30,6 +31,33 @@ def _load(target: str) -> Toolkit:
     if target.endswith(".py") or Path(target).exists():
         return Toolkit.from_path(target)
     return Toolkit.from_module(target)
+
+
+def _report(error: ToolError) -> None:
+    """A load or definition error on stderr: its line, then each problem with its fix."""
+    print(str(error), file=sys.stderr)
+    problems = error.details.get("problems")
+    for problem in problems if isinstance(problems, list) else []:
+        print(f"  - {problem.get('problem')} [{problem.get('kind')}]", file=sys.stderr)
+        print(f"    fix: {problem.get('hint')}", file=sys.stderr)
+
+
+def _load_or_report(target: str) -> Toolkit | None:
+    """The toolkit, or None once every problem found while loading it is on stderr.
+
+    Every broken tool is reported, not only the first: in this mode ``@tool`` records its
+    error and the import goes on. A load failure that follows (the module may put a function
+    left undecorated into a ``Toolkit``) is reported last, after its likely cause.
+    """
+    failure: list[ToolError] = []
+    with collect_definition_errors() as broken:
+        try:
+            toolkit = _load(target)
+        except ToolError as error:
+            failure.append(error)
+    for each in [*broken, *failure]:
+        _report(each)
+    return None if broken or failure else toolkit
 
 
 def _check(toolkit: Toolkit) -> int:
@@ -68,15 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--stacktrace", action="store_true", help="include the stack trace")
     options = parser.parse_args(argv)
 
-    try:
-        toolkit = _load(options.target)
-    except ToolError as error:  # a definition or load error: say everything, once
-        print(str(error), file=sys.stderr)
-        problems = error.details.get("problems")
-        for problem in problems if isinstance(problems, list) else []:
-            print(f"  - {problem.get('problem')} [{problem.get('kind')}]", file=sys.stderr)
-            if problem.get("hint"):
-                print(f"    fix: {problem['hint']}", file=sys.stderr)
+    toolkit = _load_or_report(options.target)
+    if toolkit is None:
         return 1
     if options.command == "check":
         return _check(toolkit)

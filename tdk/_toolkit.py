@@ -27,7 +27,7 @@ from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
 from tdk._execute import DEFAULT, _Default, failed
 from tdk._result import ToolResult
-from tdk._tool import Tool
+from tdk._tool import Tool, definition_errors_recorded
 from tdk.errors import ToolDefinitionError, ToolkitLoadError, ToolNotFoundError
 
 __all__ = ["Toolkit"]
@@ -220,7 +220,7 @@ class Toolkit:
             for value in list(vars(each).values()):
                 if isinstance(value, Tool):
                     toolkit.add(value)
-        if not toolkit:
+        if not toolkit and not definition_errors_recorded():  # else the broken tools say why
             raise ToolkitLoadError(
                 f"module '{module.__name__}' defines no tools; decorate its functions with @tool",
                 toolkit=name,

@@ -6,11 +6,14 @@ import json
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
 
+from tdk import Toolkit
 from tdk.__main__ import main
+from tdk.errors import ToolDefinitionError
 
 GOOD = '''
 from typing import Annotated
@@ -69,6 +72,154 @@ def test_check_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "  - parameter 'query' has no type annotation [missing_annotation]" in err
     assert "[missing_description]" in err
     assert "    fix: " in err
+
+
+def _module(directory: Path, text: str, prefix: str = "cli") -> Path:
+    """A module with a name of its own (a module name is bound to one file per process)."""
+    path = directory / f"{prefix}_{uuid.uuid4().hex[:10]}.py"
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def _error_lines(err: str) -> list[str]:
+    """The error lines of a report (its problem and fix lines are indented)."""
+    return [line for line in err.splitlines() if not line.startswith(" ")]
+
+
+TWO_BROKEN = '''
+from typing import Annotated
+
+from tdk import tool
+
+
+@tool
+def search(query) -> list[str]:
+    """Search the issues."""
+    return []
+
+
+@tool
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+@tool(timeout=0)
+def fetch(number: Annotated[int, "The issue number."]) -> str:
+    return ""
+'''
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["check"], ["schema"], ["run", "ping"]],
+    ids=["check", "schema", "run"],
+)
+def test_every_broken_tool_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """Each broken tool of a module is reported with its problems, not only the first."""
+    path = _module(tmp_path, TWO_BROKEN)
+    assert main([command[0], str(path), *command[1:]]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert [line.split(":")[0] for line in _error_lines(captured.err)] == [
+        "[TOOL_DEFINITION_BAD_INPUT_SCHEMA] ToolInputSchemaError in definition of tool 'search'",
+        "[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError in definition of tool 'fetch'",
+    ]
+    assert "  - parameter 'query' has no type annotation [missing_annotation]\n" in captured.err
+    assert "  - timeout= must be a positive number of seconds, not 0 [invalid_timeout]\n" in (
+        captured.err
+    )
+    assert captured.err.count("    fix: ") == 4
+
+
+def test_a_module_with_broken_tools_is_not_left_imported(tmp_path: Path) -> None:
+    """After check, loading the module again raises as usual: its plain functions, left
+    undecorated so that check could go on, are not handed out."""
+    path = _module(tmp_path, TWO_BROKEN)
+    assert main(["check", str(path)]) == 1
+    with pytest.raises(ToolDefinitionError):
+        Toolkit.from_path(path)
+
+
+def test_broken_tools_come_before_the_load_failure_they_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A module that goes on to use a broken tool fails to load; its broken tools, the cause,
+    are reported first."""
+    path = _module(
+        tmp_path,
+        TWO_BROKEN + "\nfrom tdk import Toolkit\n\ntoolkit = Toolkit('issues', [search, ping])\n",
+    )
+    assert main(["check", str(path)]) == 1
+    errors = _error_lines(capsys.readouterr().err)
+    assert errors[0].startswith("[TOOL_DEFINITION_BAD_INPUT_SCHEMA] ToolInputSchemaError")
+    assert errors[1].startswith("[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError")
+    assert errors[2].endswith("TypeError: Toolkit.add() takes a tool made with @tool, not function")
+    assert len(errors) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "tools"),
+    [
+        pytest.param(
+            '''
+            from tdk import tool
+
+
+            @tool
+            def search(query) -> list[str]:
+                """Search the issues."""
+                return []
+            ''',
+            ["search"],
+            id="every-tool-broken",
+        ),
+        pytest.param(
+            '''
+            from tdk import tool
+
+
+            @tool("search")
+            def search() -> list[str]:
+                """Search the issues."""
+                return []
+
+
+            @tool
+            def fetch() -> str:
+                return ""
+            ''',
+            [None, "fetch"],
+            id="options-passed-positionally",
+        ),
+    ],
+)
+def test_broken_tools_alone_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, tools: list[str | None]
+) -> None:
+    """When the definition errors explain everything, nothing else is reported: not that the
+    module has no tools, nor what the import would have stumbled over next."""
+    assert main(["check", str(_module(tmp_path, text))]) == 1
+    errors = _error_lines(capsys.readouterr().err)
+    assert [
+        f"tool '{tool}'" in line if tool else "ToolDefinitionError: " in line
+        for tool, line in zip(tools, errors, strict=True)
+    ] == [True] * len(tools)
+
+
+def test_broken_tools_of_every_submodule_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In a package, the broken tools of each submodule are reported."""
+    package = tmp_path / f"clipkg_{uuid.uuid4().hex[:10]}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text(textwrap.dedent(TWO_BROKEN))
+    (package / "b.py").write_text(textwrap.dedent(TWO_BROKEN).replace("def ping", "def pong"))
+    assert main(["check", str(package)]) == 1
+    assert len(_error_lines(capsys.readouterr().err)) == 4
 
 
 def test_schema_prints_definitions(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
