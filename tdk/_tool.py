@@ -258,8 +258,7 @@ def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) ->
         collector = _collector.get()  # read on the failure path only
         if collector is None:
             raise
-        collector.errors.append(error)
-        collector.modules.add(caller.f_globals.get("__name__", ""))
+        collector.record(error, caller)
         # The import goes on with the function undecorated; a positional option given by
         # mistake (``@tool("search")``) becomes a decorator that changes nothing.
         return cast(Tool[_P, _R], fn if callable(fn) else _unchanged)
@@ -273,11 +272,23 @@ def _unchanged(fn: Any) -> Any:
 class _Collector:
     """What ``@tool`` recorded instead of raising, in :func:`collect_definition_errors`."""
 
-    __slots__ = ("errors", "modules")
+    __slots__ = ("errors", "imported_before", "modules")
 
     def __init__(self) -> None:
         self.errors: list[ToolDefinitionError] = []
+        self.imported_before = frozenset(sys.modules)
         self.modules: set[str] = set()
+        """The modules the errors would have failed: each one being imported at the time."""
+
+    def record(self, error: ToolDefinitionError, caller: FrameType) -> None:
+        """Record ``error``, raised by ``@tool`` as applied in the frame ``caller``."""
+        self.errors.append(error)
+        frame: FrameType | None = caller
+        while frame is not None:  # the module of the tool and the modules importing it
+            name = frame.f_globals.get("__name__", "")
+            if frame.f_code.co_name == "<module>" and name not in self.imported_before:
+                self.modules.add(name)
+            frame = frame.f_back
 
 
 _collector: ContextVar[_Collector | None] = ContextVar("tdk_collector", default=None)

@@ -143,6 +143,19 @@ def test_a_module_with_broken_tools_is_not_left_imported(tmp_path: Path) -> None
         Toolkit.from_path(path)
 
 
+def test_modules_importing_a_broken_tool_are_not_left_imported(tmp_path: Path) -> None:
+    """The modules that imported the module of a broken tool are forgotten too, as a failed
+    import would leave them: loading again raises instead of finding no tools."""
+    package = tmp_path / f"clipkg_{uuid.uuid4().hex[:10]}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "broken.py").write_text(textwrap.dedent(TWO_BROKEN))
+    (package / "uses.py").write_text(f"from {package.name}.broken import search, ping\n")
+    assert main(["check", str(package / "uses.py")]) == 1
+    with pytest.raises(ToolDefinitionError):
+        Toolkit.from_path(package / "uses.py")
+
+
 def test_broken_tools_come_before_the_load_failure_they_cause(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
