@@ -7,30 +7,57 @@
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
 
 A target is a ``.py`` file or a package directory (``Toolkit.from_path``), or a dotted module
-name (``Toolkit.from_module``). Exit status: 0 on success, 1 when the toolkit cannot be loaded
-or the call failed, 2 for a usage error.
+name (``Toolkit.from_module``). Every broken tool of the module is reported, not only the first.
+For a path, the folder holding the top-level module is first on ``sys.path`` while the command
+runs, as for a script. Exit status: 0 on success, 1 when the toolkit cannot be loaded or the
+call failed, 2 for a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tdk._tool import collect_definition_errors
-from tdk._toolkit import Toolkit
-from tdk.errors import ToolError
+from tdk._toolkit import Toolkit, import_root
+from tdk.errors import ToolError, ToolkitLoadError
 
 __all__ = ["main"]
 
 
+def _is_path(target: str) -> bool:
+    return target.endswith(".py") or Path(target).exists()
+
+
 def _load(target: str) -> Toolkit:
-    if target.endswith(".py") or Path(target).exists():
+    if _is_path(target):
         return Toolkit.from_path(target)
     return Toolkit.from_module(target)
+
+
+@contextlib.contextmanager
+def _script_path(target: str) -> Iterator[None]:
+    """For a path target, the folder holding its top-level module first on ``sys.path`` while
+    the command runs, as Python puts a script's folder there: the module can import the
+    modules beside it. (A path that is no module is left to ``from_path`` to report.)"""
+    try:
+        folder = str(import_root(target)) if _is_path(target) else None
+    except ToolkitLoadError:
+        folder = None
+    if folder is None:
+        yield
+        return
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # the module may have removed it itself
+            sys.path.remove(folder)
 
 
 def _report(error: ToolError) -> None:
@@ -96,14 +123,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--stacktrace", action="store_true", help="include the stack trace")
     options = parser.parse_args(argv)
 
-    toolkit = _load_or_report(options.target)
-    if toolkit is None:
-        return 1
-    if options.command == "check":
-        return _check(toolkit)
-    if options.command == "schema":
-        return _schema(toolkit)
-    return _run(toolkit, options.tool, options.arguments, options.stacktrace)
+    with _script_path(options.target):
+        toolkit = _load_or_report(options.target)
+        if toolkit is None:
+            return 1
+        if options.command == "check":
+            return _check(toolkit)
+        if options.command == "schema":
+            return _schema(toolkit)
+        return _run(toolkit, options.tool, options.arguments, options.stacktrace)
 
 
 if __name__ == "__main__":

@@ -229,6 +229,16 @@ class Toolkit:
         return toolkit
 
 
+def import_root(path: str | os.PathLike[str]) -> Path:
+    """The folder holding the top-level module of a ``.py`` file or package directory: the
+    file's own folder, or for a module inside a package the folder holding the outermost
+    package. (``from_path`` imports from it without adding it to ``sys.path``; the ``tdk``
+    command adds it, as Python does for a script.) Raises ``ToolkitLoadError`` as
+    ``from_path`` does for a path that is not a module."""
+    _, top_file = _locate(Path(path).resolve(), None)
+    return top_file.parent.parent if top_file.name == "__init__.py" else top_file.parent
+
+
 def _origin(tool: AnyTool) -> str:
     return f"{tool.fn.__module__}.{tool.fn.__qualname__}"
 

@@ -235,6 +235,45 @@ def test_broken_tools_of_every_submodule_are_reported(
     assert len(_error_lines(capsys.readouterr().err)) == 4
 
 
+USES_A_SIBLING = '''
+from typing import Annotated
+
+import {helper}
+from tdk import tool
+
+
+@tool
+def unit(city: Annotated[str, "The city."]) -> str:
+    """Tell the unit of temperature."""
+    return {helper}.UNIT
+'''
+
+
+@pytest.mark.parametrize(
+    "inside",
+    ["", "clipkg_{}/", "clipkg_{}/sub/"],
+    ids=["file", "file-in-a-package", "file-in-a-subpackage"],
+)
+def test_a_file_can_import_the_modules_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], inside: str
+) -> None:
+    """As for a script, the folder holding the file's top-level module comes first on
+    sys.path while the command runs (and only then): the tools can import their siblings."""
+    helper = _module(tmp_path, "UNIT = 'C'\n", prefix="helper").stem
+    folder = tmp_path / inside.format(uuid.uuid4().hex[:10])
+    folder.mkdir(parents=True, exist_ok=True)
+    for package in [folder, *folder.parents][: inside.count("/")]:
+        (package / "__init__.py").write_text("")
+    path = _module(folder, USES_A_SIBLING.format(helper=helper))
+    path_before = list(sys.path)
+    try:
+        assert main(["run", str(path), "unit", '{"city": "Oslo"}']) == 0, capsys.readouterr()
+        assert json.loads(capsys.readouterr().out)["value"] == "C"
+        assert sys.path == path_before
+    finally:
+        sys.modules.pop(helper, None)
+
+
 def test_schema_prints_definitions(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """schema prints the definitions a host would show, toolkit filled in."""
     assert main(["schema", str(good)]) == 0
