@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -123,15 +124,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--stacktrace", action="store_true", help="include the stack trace")
     options = parser.parse_args(argv)
 
-    with _script_path(options.target):
-        toolkit = _load_or_report(options.target)
-        if toolkit is None:
-            return 1
-        if options.command == "check":
-            return _check(toolkit)
-        if options.command == "schema":
-            return _schema(toolkit)
-        return _run(toolkit, options.tool, options.arguments, options.stacktrace)
+    try:
+        with _script_path(options.target):
+            status = _command(options)
+        sys.stdout.flush()  # so that a reader gone away shows here, not at exit
+    except BrokenPipeError:
+        # ``tdk schema x | head -1``: the reader has what it wanted. As the Python docs advise,
+        # stdout goes to devnull so that flushing it at exit cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return status
+
+
+def _command(options: argparse.Namespace) -> int:
+    toolkit = _load_or_report(options.target)
+    if toolkit is None:
+        return 1
+    if options.command == "check":
+        return _check(toolkit)
+    if options.command == "schema":
+        return _schema(toolkit)
+    return _run(toolkit, options.tool, options.arguments, options.stacktrace)
 
 
 if __name__ == "__main__":

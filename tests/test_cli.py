@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -313,6 +314,45 @@ def test_dotted_module_without_tools(capsys: pytest.CaptureFixture[str]) -> None
     """A dotted module name is imported; a module without tools is a load error."""
     assert main(["check", "tdk.errors"]) == 1
     assert "[TOOLKIT_LOAD_FAILED]" in capsys.readouterr().err
+
+
+BIG = """
+from tdk import tool
+
+
+@tool(description="Describe at length. " + "x" * 2_000_000)
+def big() -> str:
+    return "y" * 2_000_000
+"""
+
+
+@pytest.mark.parametrize("command", [["schema"], ["run", "big"]], ids=["schema", "run"])
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path, command: list[str]) -> None:
+    """When the reader closes the pipe after one line (``| head -1``), the command stops
+    quietly with status 1: no BrokenPipeError traceback on stderr."""
+    path = _module(tmp_path, BIG)
+    with subprocess.Popen(
+        [sys.executable, "-m", "tdk", command[0], str(path), *command[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        assert process.stdout.readline() in (b"[\n", b"{\n")  # far more than a pipe holds
+        process.stdout.close()
+        err = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 1
+    assert err == ""
+
+
+def test_a_closed_stdout_in_process(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same holds when main() runs in-process with a stdout whose reader is gone."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with open(write_end, "w") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        assert main(["schema", str(good)]) == 1
+        monkeypatch.undo()
 
 
 def test_console_entry_point_runs(good: Path) -> None:
