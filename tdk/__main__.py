@@ -6,11 +6,12 @@
     tdk schema tools/weather.py         # the definitions as JSON, as a host shows them
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
 
-A target is a ``.py`` file or a package directory (``Toolkit.from_path``), or a dotted module
-name (``Toolkit.from_module``). Every broken tool of the module is reported, not only the first.
-For a path, the folder holding the top-level module is first on ``sys.path`` while the command
-runs, as for a script. Exit status: 0 on success, 1 when the toolkit cannot be loaded or the
-call failed, 2 for a usage error.
+A target is a ``.py`` file or a package directory (``Toolkit.from_path``; a target ending in
+``.py`` or holding a ``/`` is always a path), or a dotted module name (``Toolkit.from_module``).
+Every broken tool of the module is reported, not only the first. For a path, the folder holding
+the top-level module is first on ``sys.path`` while the command runs, as for a script. Exit
+status: 0 on success, 1 when the toolkit cannot be loaded or the call failed, 2 for a usage
+error.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ __all__ = ["main"]
 
 
 def _is_path(target: str) -> bool:
-    return target.endswith(".py") or Path(target).exists()
+    """Whether the target names a file or directory rather than a dotted module name."""
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        return True
+    try:
+        return Path(target).exists()
+    except (OSError, ValueError):  # a name too long for a file, a NUL byte: not a path
+        return False
 
 
 def _load(target: str) -> Toolkit:

@@ -368,23 +368,84 @@ def test_console_entry_point_runs(good: Path) -> None:
     assert "every definition valid" in done.stdout
 
 
+LOAD_FAILED = "[TOOLKIT_LOAD_FAILED] ToolkitLoadError when loading toolkit"
+
+
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("target", "files", "message"),
     [
         pytest.param(
-            ["check", "TMP/nope.py"],
-            "[TOOLKIT_LOAD_FAILED] ToolkitLoadError when loading toolkit 'nope': "
-            "no such file or directory: TMP/nope.py",
+            "TMP/nope.py",
+            {},
+            f"{LOAD_FAILED} 'nope': no such file or directory: TMP/nope.py",
             id="missing-file",
+        ),
+        pytest.param(
+            "TMP/nope",
+            {},
+            f"{LOAD_FAILED} 'nope': no such file or directory: TMP/nope",
+            id="missing-path-without-suffix",
+        ),
+        pytest.param(
+            "TMP/" + "x" * 300,
+            {},
+            f"{LOAD_FAILED} '{'x' * 300}': cannot use TMP/{'x' * 300} as a path: "
+            "File name too long",
+            id="path-too-long",
+        ),
+        pytest.param(
+            "TMP/forecast.v2.py",
+            {"forecast.v2.py": ""},
+            f"{LOAD_FAILED} 'forecast.v2': cannot import TMP/forecast.v2.py as a module: the name "
+            "'forecast.v2' contains a '.'; rename it, e.g. to 'forecast_v2'",
+            id="dotted-file-name",
+        ),
+        pytest.param(
+            "TMP/plain",
+            {"plain/notes.py": ""},
+            f"{LOAD_FAILED} 'plain': TMP/plain is a directory without __init__.py, not a Python "
+            "package",
+            id="directory-without-init",
+        ),
+        pytest.param(
+            "TMP/UNIQUE",
+            {"UNIQUE/__init__.py": "", "UNIQUE/notes.py": "X = 1\n"},
+            f"{LOAD_FAILED} 'UNIQUE': module 'UNIQUE' defines no tools; decorate its functions "
+            "with @tool",
+            id="package-without-tools",
+        ),
+        pytest.param(
+            "no_such_package_42.tools",
+            {},
+            f"{LOAD_FAILED} 'tools': could not import module 'no_such_package_42.tools': "
+            "ModuleNotFoundError: No module named 'no_such_package_42'",
+            id="unknown-dotted-name",
+        ),
+        pytest.param(
+            "x" * 300,
+            {},
+            f"{LOAD_FAILED} '{'x' * 300}': could not import module '{'x' * 300}': "
+            f"ModuleNotFoundError: No module named '{'x' * 300}'",
+            id="dotted-name-too-long-for-a-file",
         ),
     ],
 )
 def test_bad_targets_are_one_line_errors(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target: str,
+    files: dict[str, str],
+    message: str,
 ) -> None:
     """A target that cannot be loaded is one line on stderr and exit status 1."""
-    resolved = tmp_path.resolve()
-    assert main([arg.replace("TMP", str(resolved)) for arg in argv]) == 1
-    captured = capsys.readouterr()
-    assert captured.err == message.replace("TMP", str(resolved)) + "\n"
-    assert captured.out == ""
+    resolved, unique = str(tmp_path.resolve()), f"clipkg_{uuid.uuid4().hex[:10]}"
+    for relative, text in files.items():
+        path = tmp_path / relative.replace("UNIQUE", unique)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for command in (["check"], ["schema"], ["run", "anything"]):
+        argv = [command[0], target.replace("TMP", resolved).replace("UNIQUE", unique)]
+        assert main(argv + command[1:]) == 1
+        captured = capsys.readouterr()
+        assert captured.err == message.replace("TMP", resolved).replace("UNIQUE", unique) + "\n"
+        assert captured.out == ""

@@ -9,7 +9,7 @@ import importlib
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -483,6 +483,56 @@ def test_paths_that_are_not_modules(
         path.write_text("hello")
     elif create == "directory":
         path.mkdir()
+    error = _load_failure(path)
+    assert error.message == message.replace("PATH", str(path))
+
+
+def _symlink_loop(path: Path) -> None:
+    path.symlink_to(path.with_name("other.py"))
+    path.with_name("other.py").symlink_to(path)
+
+
+LOOP = (
+    "no such file or directory: PATH"  # resolve() stopped raising on loops in Python 3.13
+    if sys.version_info >= (3, 13)
+    else "cannot use PATH as a path: Symlink loop from 'PATH'"
+)
+
+
+@pytest.mark.parametrize(
+    ("relative", "make", "message"),
+    [
+        pytest.param(
+            "x" * 300 + ".py", None, "cannot use PATH as a path: File name too long", id="too-long"
+        ),
+        pytest.param("loop.py", _symlink_loop, LOOP, id="symlink-loop"),
+        pytest.param(
+            "nul\0.py", None, "cannot use PATH as a path: embedded null byte", id="nul-byte"
+        ),
+        pytest.param(
+            "weather.v2.py",
+            lambda path: path.write_text(""),
+            "cannot import PATH as a module: the name 'weather.v2' contains a '.'; rename it, "
+            "e.g. to 'weather_v2'",
+            id="dotted-file-name",
+        ),
+        pytest.param(
+            "acme.tools",
+            lambda path: (path.mkdir(), (path / "__init__.py").write_text("")),
+            "cannot import PATH as a module: the name 'acme.tools' contains a '.'; rename it, "
+            "e.g. to 'acme_tools'",
+            id="dotted-package-name",
+        ),
+    ],
+)
+def test_paths_that_cannot_be_used(
+    tmp_path: Path, relative: str, make: Callable[[Path], object] | None, message: str
+) -> None:
+    """Paths the file system refuses, and names that cannot be module names, are load errors
+    that say why (not a traceback from deep inside pathlib or importlib)."""
+    path = tmp_path / relative
+    if make is not None:
+        make(path)
     error = _load_failure(path)
     assert error.message == message.replace("PATH", str(path))
 
