@@ -42,6 +42,16 @@ def _is_path(target: str) -> bool:
         return False
 
 
+def _is_text(argument: str) -> bool:
+    """Whether a command-line argument is text: bytes that are not UTF-8 reach ``sys.argv`` as
+    lone surrogates, which no model could send."""
+    try:
+        argument.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _load(target: str) -> Toolkit:
     if _is_path(target):
         return Toolkit.from_path(target)
@@ -130,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("arguments", nargs="?", default="{}", help="a JSON object (default {})")
     run.add_argument("--stacktrace", action="store_true", help="include the stack trace")
     options = parser.parse_args(argv)
+    if options.command == "run" and not _is_text(options.arguments):
+        run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
 
     try:
         with _script_path(options.target):

@@ -355,6 +355,32 @@ def test_a_closed_stdout_in_process(good: Path, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.undo()
 
 
+def test_run_arguments_that_are_not_text_are_a_usage_error(good: Path) -> None:
+    """Arguments whose bytes are not UTF-8 are refused as a usage error (status 2), before
+    anything is loaded, instead of becoming a puzzling invalid-arguments result."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tdk", "run", str(good), "add", b'{"a": "\xff", "b": 2}'],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.decode().splitlines()[-1] == (
+        "tdk run: error: argument arguments: not valid UTF-8 text"
+    )
+
+
+def test_run_arguments_that_are_not_text_in_process(
+    good: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """main() refuses them the same way: argparse's exit with status 2."""
+    with pytest.raises(SystemExit) as exited:
+        main(["run", str(good), "add", '{"a": "\udcff"}'])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith("error: argument arguments: not valid UTF-8 text\n")
+
+
 def test_console_entry_point_runs(good: Path) -> None:
     """python -m tdk is the same command."""
     done = subprocess.run(
