@@ -100,6 +100,13 @@ def _load_or_report(target: str) -> Toolkit | None:
             toolkit = _load(target)
         except ToolError as error:
             failure.append(error)
+        except SystemExit as exited:  # the API lets it through; here it would end tdk quietly
+            failure.append(
+                ToolkitLoadError(
+                    f"importing {target} raised SystemExit({exited.code!r}): a tool module must "
+                    "not exit when imported; put script code under if __name__ == '__main__':"
+                )
+            )
     for each in [*broken, *failure]:
         _report(each)
     return None if broken or failure else toolkit
@@ -153,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:  # Ctrl-C while loading or running: no traceback
+        print("tdk: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
     return status
 
 

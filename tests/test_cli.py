@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -379,6 +381,73 @@ def test_run_arguments_that_are_not_text_in_process(
         main(["run", str(good), "add", '{"a": "\udcff"}'])
     assert exited.value.code == 2
     assert capsys.readouterr().err.endswith("error: argument arguments: not valid UTF-8 text\n")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        pytest.param(
+            "import sys\n\nsys.exit(0)\n",
+            1,
+            "[TOOLKIT_LOAD_FAILED] ToolkitLoadError: importing PATH raised SystemExit(0): a tool "
+            "module must not exit when imported; put script code under if __name__ == '__main__':",
+            id="module-exits-0",
+        ),
+        pytest.param(
+            "raise SystemExit('no API key')\n",
+            1,
+            "[TOOLKIT_LOAD_FAILED] ToolkitLoadError: importing PATH raised SystemExit('no API "
+            "key'): a tool module must not exit when imported; put script code under if "
+            "__name__ == '__main__':",
+            id="module-exits-with-a-message",
+        ),
+        pytest.param("raise KeyboardInterrupt\n", 130, "tdk: interrupted", id="interrupted"),
+    ],
+)
+def test_a_module_that_ends_the_import_early(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, status: int, message: str
+) -> None:
+    """A module that exits while imported is a load error, not a silent success of check;
+    Ctrl-C is one line and status 130."""
+    path = _module(tmp_path, body)
+    assert main(["check", str(path)]) == status
+    captured = capsys.readouterr()
+    assert captured.err == message.replace("PATH", str(path)) + "\n"
+    assert captured.out == ""
+
+
+SLOW = '''
+import asyncio
+import pathlib
+
+from tdk import tool
+
+
+@tool
+async def wait() -> str:
+    """Wait for a long time."""
+    pathlib.Path(__file__).with_suffix(".started").write_text("")
+    await asyncio.sleep(60)
+    return "done"
+'''
+
+
+def test_ctrl_c_during_a_run(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) while a tool runs ends tdk with one line and status 130."""
+    path = _module(tmp_path, SLOW)
+    with subprocess.Popen(
+        [sys.executable, "-m", "tdk", "run", str(path), "wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        started = path.with_suffix(".started")
+        for _ in range(600):  # the tool tells when it runs: the signal cannot come too early
+            if started.exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert (process.returncode, out, err) == (130, b"", b"tdk: interrupted\n")
 
 
 def test_console_entry_point_runs(good: Path) -> None:
