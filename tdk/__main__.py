@@ -177,5 +177,5 @@ def _command(options: argparse.Namespace) -> int:
     return _run(toolkit, options.tool, options.arguments, options.stacktrace)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # pragma: no cover - python -m tdk: run in subprocesses by the tests
     sys.exit(main())

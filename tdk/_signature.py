@@ -408,7 +408,7 @@ class Parameters:
             model = None
             with contextlib.suppress(Exception):  # the fields that remain, for their defaults
                 model = create_input_model(name, self.fields)
-        if model is not None:
+        if model is not None:  # pragma: no branch - None only in the defensive case below
             self._check_defaults(model)
         if self.problems:
             return None, None
