@@ -2,34 +2,114 @@
 
 ::
 
-    tdk check tools/weather.py          # load the tools; report every definition problem
+    tdk check tools/weather.py          # load the tools; report every problem of every tool
     tdk schema tools/weather.py         # the definitions as JSON, as a host shows them
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
 
-A target is a ``.py`` file or a package directory (``Toolkit.from_path``), or a dotted module
-name (``Toolkit.from_module``). Exit status: 0 on success, 1 when the toolkit cannot be loaded
-or the call failed, 2 for a usage error.
+A target is a ``.py`` file or a package directory (``Toolkit.from_path``; a target ending in
+``.py`` or holding a ``/`` is always a path), or a dotted module name (``Toolkit.from_module``).
+Every broken tool of the module is reported, not only the first. For a path, the folder holding
+the top-level module is first on ``sys.path`` while the command runs, as for a script. Exit
+status: 0 on success, 1 when the toolkit cannot be loaded or the call failed, 2 for a usage
+error.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tdk._toolkit import Toolkit
-from tdk.errors import ToolError
+from tdk._tool import collect_definition_errors
+from tdk._toolkit import Toolkit, import_root
+from tdk.errors import ToolError, ToolkitLoadError
 
 __all__ = ["main"]
 
 
+def _is_path(target: str) -> bool:
+    """Whether the target names a file or directory rather than a dotted module name."""
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        return True
+    try:
+        return Path(target).exists()
+    except (OSError, ValueError):  # a name too long for a file, a NUL byte: not a path
+        return False
+
+
+def _is_text(argument: str) -> bool:
+    """Whether a command-line argument is text: bytes that are not UTF-8 reach ``sys.argv`` as
+    lone surrogates, which no model could send."""
+    try:
+        argument.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _load(target: str) -> Toolkit:
-    if target.endswith(".py") or Path(target).exists():
+    if _is_path(target):
         return Toolkit.from_path(target)
     return Toolkit.from_module(target)
+
+
+@contextlib.contextmanager
+def _script_path(target: str) -> Iterator[None]:
+    """For a path target, the folder holding its top-level module first on ``sys.path`` while
+    the command runs, as Python puts a script's folder there: the module can import the
+    modules beside it. (A path that is no module is left to ``from_path`` to report.)"""
+    try:
+        folder = str(import_root(target)) if _is_path(target) else None
+    except ToolkitLoadError:
+        folder = None
+    if folder is None:
+        yield
+        return
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # the module may have removed it itself
+            sys.path.remove(folder)
+
+
+def _report(error: ToolError) -> None:
+    """A load or definition error on stderr: its line, then each problem with its fix."""
+    print(str(error), file=sys.stderr)
+    problems = error.details.get("problems")
+    for problem in problems if isinstance(problems, list) else []:
+        print(f"  - {problem.get('problem')} [{problem.get('kind')}]", file=sys.stderr)
+        print(f"    fix: {problem.get('hint')}", file=sys.stderr)
+
+
+def _load_or_report(target: str) -> Toolkit | None:
+    """The toolkit, or None once every problem found while loading it is on stderr.
+
+    Every broken tool is reported, not only the first: in this mode ``@tool`` records its
+    error and the import goes on. A load failure that follows (the module may put a function
+    left undecorated into a ``Toolkit``) is reported last, after its likely cause.
+    """
+    failure: list[ToolError] = []
+    with collect_definition_errors() as broken:
+        try:
+            toolkit = _load(target)
+        except ToolError as error:
+            failure.append(error)
+        except SystemExit as exited:  # the API lets it through; here it would end tdk quietly
+            failure.append(
+                ToolkitLoadError(
+                    f"importing {target} raised SystemExit({exited.code!r}): a tool module must "
+                    "not exit when imported; put script code under if __name__ == '__main__':"
+                )
+            )
+    for each in [*broken, *failure]:
+        _report(each)
+    return None if broken or failure else toolkit
 
 
 def _check(toolkit: Toolkit) -> int:
@@ -67,16 +147,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("arguments", nargs="?", default="{}", help="a JSON object (default {})")
     run.add_argument("--stacktrace", action="store_true", help="include the stack trace")
     options = parser.parse_args(argv)
+    if options.command == "run" and not _is_text(options.arguments):
+        run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
 
     try:
-        toolkit = _load(options.target)
-    except ToolError as error:  # a definition or load error: say everything, once
-        print(str(error), file=sys.stderr)
-        problems = error.details.get("problems")
-        for problem in problems if isinstance(problems, list) else []:
-            print(f"  - {problem.get('problem')} [{problem.get('kind')}]", file=sys.stderr)
-            if problem.get("hint"):
-                print(f"    fix: {problem['hint']}", file=sys.stderr)
+        with _script_path(options.target):
+            status = _command(options)
+        sys.stdout.flush()  # so that a reader gone away shows here, not at exit
+    except BrokenPipeError:
+        # ``tdk schema x | head -1``: the reader has what it wanted. As the Python docs advise,
+        # stdout goes to devnull so that flushing it at exit cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C while loading or running: no traceback
+        print("tdk: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
+    return status
+
+
+def _command(options: argparse.Namespace) -> int:
+    toolkit = _load_or_report(options.target)
+    if toolkit is None:
         return 1
     if options.command == "check":
         return _check(toolkit)
@@ -85,5 +177,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(toolkit, options.tool, options.arguments, options.stacktrace)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # pragma: no cover - python -m tdk: run in subprocesses by the tests
     sys.exit(main())

@@ -211,11 +211,11 @@ def define_tool(
             "return the complete value, for example a list, instead of yielding parts",
         )
     hints, failures = resolve_hints(fn, localns)
-    inputs = Parameters(problems, name, hints, failures, doc)
+    inputs = Parameters(problems, name, hints, failures, doc, fn=fn)
     signature = inspect.signature(fn)
     inputs.collect(signature)
     model, input_schema = inputs.build_model()
-    adapter, output_schema = _output(problems, hints, failures)
+    adapter, output_schema = _output(problems, fn, hints, failures)
     if problems:
         raise_problems(name, _where(fn), in_signature_order(problems.found, signature.parameters))
     assert model is not None
@@ -253,7 +253,10 @@ def define_tool(
 
 
 def _output(
-    problems: Problems, hints: Mapping[str, Any], failures: Mapping[str, Exception]
+    problems: Problems,
+    fn: Callable[..., Any],
+    hints: Mapping[str, Any],
+    failures: Mapping[str, Exception],
 ) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None]:
     """The output adapter and schema, or a problem with the return annotation."""
     if "return" in failures:
@@ -261,7 +264,7 @@ def _output(
             ProblemKind.UNRESOLVED_RETURN_ANNOTATION,
             "return",
             f"the return annotation {unresolved(failures['return'])}",
-            unresolved_hint(failures["return"]),
+            unresolved_hint(failures["return"], fn),
         )
         return None, None
     if "return" not in hints:

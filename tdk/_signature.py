@@ -9,11 +9,22 @@ The return annotation is resolved here too, with the parameters', but checked by
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
+import linecache
 import types
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Union, cast, get_args, get_origin, get_type_hints
+from typing import (
+    Annotated,
+    Any,
+    NamedTuple,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
@@ -61,11 +72,93 @@ def unresolved(exc: Exception) -> str:
     return f"cannot be evaluated ({first_sentence(exc)})"
 
 
-def unresolved_hint(exc: Exception) -> str:
-    """The fix for an annotation that did not resolve."""
-    if isinstance(exc, NameError) and exc.name:
-        return f"import or define '{exc.name}' at module level, not only under `if TYPE_CHECKING:`"
-    return "write the annotation as a valid type expression"
+def unresolved_hint(exc: Exception, fn: Callable[..., Any]) -> str:
+    """The fix for an annotation of ``fn`` that did not resolve.
+
+    For an undefined name, the module's source tells which fix fits: a name bound at module
+    level only below the tool is moved above it (naming the line), a name imported only under
+    ``if TYPE_CHECKING:`` is imported for real. Only failures come here, so reading and parsing
+    the source costs nothing on a good definition; if that fails, the general fix is given.
+    """
+    if not (isinstance(exc, NameError) and exc.name):
+        return "write the annotation as a valid type expression"
+    name = exc.name
+    try:
+        function = cast(types.FunctionType, fn)
+        bindings = _module_bindings(function, name)
+        tool_line = function.__code__.co_firstlineno  # the first decorator's line
+    except Exception:  # no source, or not Python any more: never fail the report for this
+        return f"import or define '{name}' above the tool"
+    below = [b for b in bindings if not b.typing_only and b.line > tool_line]
+    if below:
+        return (
+            f"move the {below[0].what} of '{name}' at line {below[0].line} above the tool; "
+            "@tool resolves annotations as soon as it is applied"
+        )
+    if bindings and all(b.typing_only for b in bindings):
+        return f"import or define '{name}' at module level, not only under `if TYPE_CHECKING:`"
+    return f"import or define '{name}' above the tool"
+
+
+class _Binding(NamedTuple):
+    """A module-level statement that binds a name."""
+
+    line: int
+    what: str
+    """``"definition"`` (class, def or assignment) or ``"import"``."""
+    typing_only: bool
+    """Whether the statement is under ``if TYPE_CHECKING:``, so never runs."""
+
+
+def _module_bindings(fn: types.FunctionType, name: str) -> list[_Binding]:
+    """Every statement of ``fn``'s module that binds ``name`` at module level, in order."""
+    source = "".join(linecache.getlines(fn.__code__.co_filename, fn.__globals__))
+    found: list[_Binding] = []
+
+    def walk(statements: list[ast.stmt], typing_only: bool) -> None:
+        for node in statements:
+            what = _binds(node, name)
+            if what is not None:
+                found.append(_Binding(node.lineno, what, typing_only))
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                continue  # a new scope: nothing inside binds a module-level name
+            if isinstance(node, ast.If) and _is_type_checking(node.test):
+                walk(node.body, True)
+                walk(node.orelse, typing_only)
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                walk(getattr(node, field, []), typing_only)
+            for handler in getattr(node, "handlers", []):
+                walk(handler.body, typing_only)
+
+    walk(ast.parse(source).body, False)
+    return found
+
+
+def _binds(node: ast.stmt, name: str) -> str | None:
+    """How ``node`` binds ``name`` (``"definition"`` or ``"import"``), or None."""
+    if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+        return "definition" if node.name == name else None
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        bound = {alias.asname or alias.name.partition(".")[0] for alias in node.names}
+        return "import" if name in bound else None
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        targets = [node.target]
+    for target in targets:
+        for part in ast.walk(target):
+            if isinstance(part, ast.Name) and part.id == name and isinstance(part.ctx, ast.Store):
+                return "definition"
+    return None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """Whether an ``if`` tests ``TYPE_CHECKING`` (or ``typing.TYPE_CHECKING``)."""
+    if isinstance(test, ast.Attribute):
+        return test.attr == "TYPE_CHECKING"
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
 
 
 def _is_context(hint: Any) -> bool:
@@ -90,6 +183,8 @@ class Parameters:
         hints: Mapping[str, Any],
         failures: Mapping[str, Exception],
         doc: Doc,
+        *,
+        fn: Callable[..., Any],
     ) -> None:
         self.problems = problems
         """Where every problem found is added (shared with the rest of the definition)."""
@@ -98,6 +193,8 @@ class Parameters:
         self.hints = hints
         self.failures = failures
         self.doc = doc
+        self.fn = fn
+        """The function, whose module's source tells how to fix an unresolved name."""
         self.context_parameter: str | None = None
         self.fields: dict[str, Any] = {}
         """model field name -> annotation (with our ``Field`` last)."""
@@ -165,7 +262,7 @@ class Parameters:
                 ProblemKind.UNRESOLVED_ANNOTATION,
                 name,
                 f"the annotation of parameter '{name}' {unresolved(self.failures[name])}",
-                unresolved_hint(self.failures[name]),
+                unresolved_hint(self.failures[name], self.fn),
             )
             return
         if name not in self.hints:
@@ -311,7 +408,7 @@ class Parameters:
             model = None
             with contextlib.suppress(Exception):  # the fields that remain, for their defaults
                 model = create_input_model(name, self.fields)
-        if model is not None:
+        if model is not None:  # pragma: no branch - None only in the defensive case below
             self._check_defaults(model)
         if self.problems:
             return None, None

@@ -8,10 +8,12 @@ and raises one :class:`~tdk.errors.ToolDefinitionError` listing every problem it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from contextvars import ContextVar
 from types import FrameType
 from typing import Any, Generic, NoReturn, ParamSpec, TypeVar, cast, overload
 
@@ -28,6 +30,7 @@ from tdk._definition import (
 )
 from tdk._execute import DEFAULT, _Default, execute, map_direct_call_error
 from tdk._result import ToolResult
+from tdk.errors import ToolDefinitionError
 
 __all__ = ["Tool", "tool"]
 
@@ -233,24 +236,89 @@ def tool(
 
 def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) -> Tool[_P, _R]:
     """Check ``fn`` and wrap it; ``caller`` is the frame that applied the decorator."""
-    if isinstance(fn, Tool):
-        raise_problems(
-            fn.name,
-            repr(fn),
-            [
-                Problem(
-                    ProblemKind.ALREADY_A_TOOL,
-                    None,
-                    f"@tool was applied to '{fn.name}', which is already a tool",
-                    "apply @tool once, with all options in that one call",
-                )
-            ],
-        )
-    if not inspect.isfunction(fn):
-        _raise_not_a_function(fn)
-    localns = caller.f_locals if caller.f_locals is not caller.f_globals else None
-    definition, spec = define_tool(fn, options, localns)
+    try:
+        if isinstance(fn, Tool):
+            raise_problems(
+                fn.name,
+                repr(fn),
+                [
+                    Problem(
+                        ProblemKind.ALREADY_A_TOOL,
+                        None,
+                        f"@tool was applied to '{fn.name}', which is already a tool",
+                        "apply @tool once, with all options in that one call",
+                    )
+                ],
+            )
+        if not inspect.isfunction(fn):
+            _raise_not_a_function(fn)
+        localns = caller.f_locals if caller.f_locals is not caller.f_globals else None
+        definition, spec = define_tool(fn, options, localns)
+    except ToolDefinitionError as error:
+        collector = _collector.get()  # read on the failure path only
+        if collector is None:
+            raise
+        collector.record(error, caller)
+        # The import goes on with the function undecorated; a positional option given by
+        # mistake (``@tool("search")``) becomes a decorator that changes nothing.
+        return cast(Tool[_P, _R], fn if callable(fn) else _unchanged)
     return Tool(fn, definition, spec)
+
+
+def _unchanged(fn: Any) -> Any:
+    return fn
+
+
+class _Collector:
+    """What ``@tool`` recorded instead of raising, in :func:`collect_definition_errors`."""
+
+    __slots__ = ("errors", "imported_before", "modules")
+
+    def __init__(self) -> None:
+        self.errors: list[ToolDefinitionError] = []
+        self.imported_before = frozenset(sys.modules)
+        self.modules: set[str] = set()
+        """The modules the errors would have failed: each one being imported at the time."""
+
+    def record(self, error: ToolDefinitionError, caller: FrameType) -> None:
+        """Record ``error``, raised by ``@tool`` as applied in the frame ``caller``."""
+        self.errors.append(error)
+        frame: FrameType | None = caller
+        while frame is not None:  # the module of the tool and the modules importing it
+            name = frame.f_globals.get("__name__", "")
+            if frame.f_code.co_name == "<module>" and name not in self.imported_before:
+                self.modules.add(name)
+            frame = frame.f_back
+
+
+_collector: ContextVar[_Collector | None] = ContextVar("tdk_collector", default=None)
+
+
+@contextlib.contextmanager
+def collect_definition_errors() -> Iterator[list[ToolDefinitionError]]:
+    """Private mode for the ``tdk`` command: report every broken tool of a module, not the first.
+
+    Inside the block, a ``@tool`` that finds problems appends its
+    :class:`~tdk.errors.ToolDefinitionError` to the list this yields and returns the function
+    undecorated, so that the import goes on to the next tool. On leaving the block, every
+    module in which an error was recorded is removed from ``sys.modules``, as a failed import
+    would be: importing it later raises as usual instead of handing out plain functions.
+    """
+    collector = _Collector()
+    token = _collector.set(collector)
+    try:
+        yield collector.errors
+    finally:
+        _collector.reset(token)
+        for name in collector.modules:
+            sys.modules.pop(name, None)
+
+
+def definition_errors_recorded() -> bool:
+    """Whether ``@tool`` has recorded an error in the current :func:`collect_definition_errors`
+    block (False outside one)."""
+    collector = _collector.get()
+    return collector is not None and bool(collector.errors)
 
 
 def _raise_not_a_function(obj: object) -> NoReturn:

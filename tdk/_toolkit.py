@@ -28,7 +28,7 @@ from tdk._definition import ToolDefinition
 from tdk._execute import DEFAULT, MAX_SHOWN_NAME, _Default, check_call_id, failed, shown_name
 from tdk._redact import redact_text
 from tdk._result import ToolResult
-from tdk._tool import Tool
+from tdk._tool import Tool, definition_errors_recorded
 from tdk.errors import ToolDefinitionError, ToolkitLoadError, ToolNotFoundError
 
 __all__ = ["Toolkit"]
@@ -214,8 +214,7 @@ class Toolkit:
         ``acme``), without changing ``sys.path``. Loading the same path again reuses the
         module imported the first time, so its tools are the same objects.
         """
-        location = Path(path).resolve()
-        module_name, top_file = _locate(location, name)
+        module_name, top_file = _locate(path, name)
         toolkit = name or module_name.rpartition(".")[2]
         module = _load(module_name, top_file, toolkit)
         return cls._collect(module, toolkit, version, description)
@@ -229,13 +228,23 @@ class Toolkit:
             for value in list(vars(each).values()):
                 if isinstance(value, Tool):
                     toolkit.add(value)
-        if not toolkit:
+        if not toolkit and not definition_errors_recorded():  # else the broken tools say why
             raise ToolkitLoadError(
                 f"module '{module.__name__}' defines no tools; decorate its functions with @tool",
                 toolkit=name,
                 module=module.__name__,
             )
         return toolkit
+
+
+def import_root(path: str | os.PathLike[str]) -> Path:
+    """The folder holding the top-level module of a ``.py`` file or package directory: the
+    file's own folder, or for a module inside a package the folder holding the outermost
+    package. (``from_path`` imports from it without adding it to ``sys.path``; the ``tdk``
+    command adds it, as Python does for a script.) Raises ``ToolkitLoadError`` as
+    ``from_path`` does for a path that is not a module."""
+    _, top_file = _locate(path, None)
+    return top_file.parent.parent if top_file.name == "__init__.py" else top_file.parent
 
 
 def _origin(tool: AnyTool) -> str:
@@ -268,9 +277,24 @@ def _import_failed(module_name: str, toolkit: str, exc: Exception) -> ToolkitLoa
     )
 
 
-def _locate(location: Path, toolkit: str | None) -> tuple[str, Path]:
+def _locate(path: str | os.PathLike[str], toolkit: str | None) -> tuple[str, Path]:
     """The dotted module name of a file or package directory, and the file of its top-level
     module (the outermost enclosing package, or the file itself)."""
+    try:
+        return _locate_resolved(Path(path).resolve(), toolkit)
+    except (OSError, RuntimeError, ValueError) as exc:
+        # A name too long, a symlink loop (RuntimeError before Python 3.13), a NUL byte...
+        raise ToolkitLoadError(
+            f"cannot use {os.fspath(path)} as a path: {getattr(exc, 'strerror', None) or exc}",
+            toolkit=toolkit or Path(path).stem,
+        ) from exc
+
+
+def _locate_resolved(location: Path, toolkit: str | None) -> tuple[str, Path]:
+    if not location.exists():
+        raise ToolkitLoadError(
+            f"no such file or directory: {location}", toolkit=toolkit or location.stem
+        )
     if location.is_dir() or location.name == "__init__.py":
         package = location if location.is_dir() else location.parent
         if not (package / "__init__.py").is_file():
@@ -285,6 +309,12 @@ def _locate(location: Path, toolkit: str | None) -> tuple[str, Path]:
         raise ToolkitLoadError(
             f"{location} is neither a .py file nor a package directory",
             toolkit=toolkit or location.stem,
+        )
+    if "." in parts[0]:
+        raise ToolkitLoadError(
+            f"cannot import {location} as a module: the name '{parts[0]}' contains a '.'; "
+            f"rename it, e.g. to '{parts[0].replace('.', '_')}'",
+            toolkit=toolkit or parts[0],
         )
     while (parent / "__init__.py").is_file() and parent.name.isidentifier():
         parts.insert(0, parent.name)

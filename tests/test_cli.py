@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from tdk import Toolkit
 from tdk.__main__ import main
+from tdk.errors import ToolDefinitionError
 
 GOOD = '''
 from typing import Annotated
@@ -71,6 +77,213 @@ def test_check_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "    fix: " in err
 
 
+def _module(directory: Path, text: str, prefix: str = "cli") -> Path:
+    """A module with a name of its own (a module name is bound to one file per process)."""
+    path = directory / f"{prefix}_{uuid.uuid4().hex[:10]}.py"
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def _error_lines(err: str) -> list[str]:
+    """The error lines of a report (its problem and fix lines are indented)."""
+    return [line for line in err.splitlines() if not line.startswith(" ")]
+
+
+TWO_BROKEN = '''
+from typing import Annotated
+
+from tdk import tool
+
+
+@tool
+def search(query) -> list[str]:
+    """Search the issues."""
+    return []
+
+
+@tool
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+@tool(timeout=0)
+def fetch(number: Annotated[int, "The issue number."]) -> str:
+    return ""
+'''
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["check"], ["schema"], ["run", "ping"]],
+    ids=["check", "schema", "run"],
+)
+def test_every_broken_tool_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """Each broken tool of a module is reported with its problems, not only the first."""
+    path = _module(tmp_path, TWO_BROKEN)
+    assert main([command[0], str(path), *command[1:]]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert [line.split(":")[0] for line in _error_lines(captured.err)] == [
+        "[TOOL_DEFINITION_BAD_INPUT_SCHEMA] ToolInputSchemaError in definition of tool 'search'",
+        "[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError in definition of tool 'fetch'",
+    ]
+    assert "  - parameter 'query' has no type annotation [missing_annotation]\n" in captured.err
+    assert "  - timeout= must be a positive number of seconds, not 0 [invalid_timeout]\n" in (
+        captured.err
+    )
+    assert captured.err.count("    fix: ") == 4
+
+
+def test_a_module_with_broken_tools_is_not_left_imported(tmp_path: Path) -> None:
+    """After check, loading the module again raises as usual: its plain functions, left
+    undecorated so that check could go on, are not handed out."""
+    path = _module(tmp_path, TWO_BROKEN)
+    assert main(["check", str(path)]) == 1
+    with pytest.raises(ToolDefinitionError):
+        Toolkit.from_path(path)
+
+
+def test_modules_importing_a_broken_tool_are_not_left_imported(tmp_path: Path) -> None:
+    """The modules that imported the module of a broken tool are forgotten too, as a failed
+    import would leave them: loading again raises instead of finding no tools."""
+    package = tmp_path / f"clipkg_{uuid.uuid4().hex[:10]}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "broken.py").write_text(textwrap.dedent(TWO_BROKEN))
+    (package / "uses.py").write_text(f"from {package.name}.broken import search, ping\n")
+    assert main(["check", str(package / "uses.py")]) == 1
+    with pytest.raises(ToolDefinitionError):
+        Toolkit.from_path(package / "uses.py")
+
+
+def test_broken_tools_come_before_the_load_failure_they_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A module that goes on to use a broken tool fails to load; its broken tools, the cause,
+    are reported first."""
+    path = _module(
+        tmp_path,
+        TWO_BROKEN + "\nfrom tdk import Toolkit\n\ntoolkit = Toolkit('issues', [search, ping])\n",
+    )
+    assert main(["check", str(path)]) == 1
+    errors = _error_lines(capsys.readouterr().err)
+    assert errors[0].startswith("[TOOL_DEFINITION_BAD_INPUT_SCHEMA] ToolInputSchemaError")
+    assert errors[1].startswith("[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError")
+    assert errors[2].endswith("TypeError: Toolkit.add() takes a tool made with @tool, not function")
+    assert len(errors) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "starts"),
+    [
+        pytest.param(
+            '''
+            from tdk import tool
+
+
+            @tool
+            def search(query) -> list[str]:
+                """Search the issues."""
+                return []
+            ''',
+            [
+                "[TOOL_DEFINITION_BAD_INPUT_SCHEMA] ToolInputSchemaError in definition of tool "
+                "'search'"
+            ],
+            id="every-tool-broken",
+        ),
+        pytest.param(
+            '''
+            from tdk import tool
+
+
+            @tool("search")
+            def search() -> list[str]:
+                """Search the issues."""
+                return []
+
+
+            @tool
+            def fetch() -> str:
+                return ""
+            ''',
+            [
+                "[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError: 1 problem: @tool was "
+                "applied to an object of type str",
+                "[TOOL_DEFINITION_BAD_DEFINITION] ToolDefinitionError in definition of tool "
+                "'fetch'",
+            ],
+            id="options-passed-positionally",
+        ),
+    ],
+)
+def test_broken_tools_alone_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, starts: list[str]
+) -> None:
+    """When the definition errors explain everything, nothing else is reported: not that the
+    module has no tools, nor what the import would have stumbled over next."""
+    assert main(["check", str(_module(tmp_path, text))]) == 1
+    errors = _error_lines(capsys.readouterr().err)
+    assert len(errors) == len(starts)
+    for line, start in zip(errors, starts, strict=True):
+        assert line.startswith(start)
+
+
+def test_broken_tools_of_every_submodule_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In a package, the broken tools of each submodule are reported."""
+    package = tmp_path / f"clipkg_{uuid.uuid4().hex[:10]}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text(textwrap.dedent(TWO_BROKEN))
+    (package / "b.py").write_text(textwrap.dedent(TWO_BROKEN).replace("def ping", "def pong"))
+    assert main(["check", str(package)]) == 1
+    assert len(_error_lines(capsys.readouterr().err)) == 4
+
+
+USES_A_SIBLING = '''
+from typing import Annotated
+
+import {helper}
+from tdk import tool
+
+
+@tool
+def unit(city: Annotated[str, "The city."]) -> str:
+    """Tell the unit of temperature."""
+    return {helper}.UNIT
+'''
+
+
+@pytest.mark.parametrize(
+    "inside",
+    ["", "clipkg_{}/", "clipkg_{}/sub/"],
+    ids=["file", "file-in-a-package", "file-in-a-subpackage"],
+)
+def test_a_file_can_import_the_modules_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], inside: str
+) -> None:
+    """As for a script, the folder holding the file's top-level module comes first on
+    sys.path while the command runs (and only then): the tools can import their siblings."""
+    helper = _module(tmp_path, "UNIT = 'C'\n", prefix="helper").stem
+    folder = tmp_path / inside.format(uuid.uuid4().hex[:10])
+    folder.mkdir(parents=True, exist_ok=True)
+    for package in [folder, *folder.parents][: inside.count("/")]:
+        (package / "__init__.py").write_text("")
+    path = _module(folder, USES_A_SIBLING.format(helper=helper))
+    path_before = list(sys.path)
+    try:
+        assert main(["run", str(path), "unit", '{"city": "Oslo"}']) == 0, capsys.readouterr()
+        assert json.loads(capsys.readouterr().out)["value"] == "C"
+        assert sys.path == path_before
+    finally:
+        sys.modules.pop(helper, None)
+
+
 def test_schema_prints_definitions(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """schema prints the definitions a host would show, toolkit filled in."""
     assert main(["schema", str(good)]) == 0
@@ -112,6 +325,138 @@ def test_dotted_module_without_tools(capsys: pytest.CaptureFixture[str]) -> None
     assert "[TOOLKIT_LOAD_FAILED]" in capsys.readouterr().err
 
 
+BIG = """
+from tdk import tool
+
+
+@tool(description="Describe at length. " + "x" * 2_000_000)
+def big() -> str:
+    return "y" * 2_000_000
+"""
+
+
+@pytest.mark.parametrize("command", [["schema"], ["run", "big"]], ids=["schema", "run"])
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path, command: list[str]) -> None:
+    """When the reader closes the pipe after one line (``| head -1``), the command stops
+    quietly with status 1: no BrokenPipeError traceback on stderr."""
+    path = _module(tmp_path, BIG)
+    with subprocess.Popen(
+        [sys.executable, "-m", "tdk", command[0], str(path), *command[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        assert process.stdout.readline() in (b"[\n", b"{\n")  # far more than a pipe holds
+        process.stdout.close()
+        err = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 1
+    assert err == ""
+
+
+def test_a_closed_stdout_in_process(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same holds when main() runs in-process with a stdout whose reader is gone."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with open(write_end, "w") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        assert main(["schema", str(good)]) == 1
+        monkeypatch.undo()
+
+
+def test_run_arguments_that_are_not_text_are_a_usage_error(good: Path) -> None:
+    """Arguments whose bytes are not UTF-8 are refused as a usage error (status 2), before
+    anything is loaded, instead of becoming a puzzling invalid-arguments result."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tdk", "run", str(good), "add", b'{"a": "\xff", "b": 2}'],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.decode().splitlines()[-1] == (
+        "tdk run: error: argument arguments: not valid UTF-8 text"
+    )
+
+
+def test_run_arguments_that_are_not_text_in_process(
+    good: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """main() refuses them the same way: argparse's exit with status 2."""
+    with pytest.raises(SystemExit) as exited:
+        main(["run", str(good), "add", '{"a": "\udcff"}'])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith("error: argument arguments: not valid UTF-8 text\n")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        pytest.param(
+            "import sys\n\nsys.exit(0)\n",
+            1,
+            "[TOOLKIT_LOAD_FAILED] ToolkitLoadError: importing PATH raised SystemExit(0): a tool "
+            "module must not exit when imported; put script code under if __name__ == '__main__':",
+            id="module-exits-0",
+        ),
+        pytest.param(
+            "raise SystemExit('no API key')\n",
+            1,
+            "[TOOLKIT_LOAD_FAILED] ToolkitLoadError: importing PATH raised SystemExit('no API "
+            "key'): a tool module must not exit when imported; put script code under if "
+            "__name__ == '__main__':",
+            id="module-exits-with-a-message",
+        ),
+        pytest.param("raise KeyboardInterrupt\n", 130, "tdk: interrupted", id="interrupted"),
+    ],
+)
+def test_a_module_that_ends_the_import_early(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, status: int, message: str
+) -> None:
+    """A module that exits while imported is a load error, not a silent success of check;
+    Ctrl-C is one line and status 130."""
+    path = _module(tmp_path, body)
+    assert main(["check", str(path)]) == status
+    captured = capsys.readouterr()
+    assert captured.err == message.replace("PATH", str(path)) + "\n"
+    assert captured.out == ""
+
+
+SLOW = '''
+import asyncio
+import pathlib
+
+from tdk import tool
+
+
+@tool
+async def wait() -> str:
+    """Wait for a long time."""
+    pathlib.Path(__file__).with_suffix(".started").write_text("")
+    await asyncio.sleep(60)
+    return "done"
+'''
+
+
+def test_ctrl_c_during_a_run(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) while a tool runs ends tdk with one line and status 130."""
+    path = _module(tmp_path, SLOW)
+    with subprocess.Popen(
+        [sys.executable, "-m", "tdk", "run", str(path), "wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        started = path.with_suffix(".started")
+        for _ in range(600):  # the tool tells when it runs: the signal cannot come too early
+            if started.exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert (process.returncode, out, err) == (130, b"", b"tdk: interrupted\n")
+
+
 def test_console_entry_point_runs(good: Path) -> None:
     """python -m tdk is the same command."""
     done = subprocess.run(
@@ -123,3 +468,86 @@ def test_console_entry_point_runs(good: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "every definition valid" in done.stdout
+
+
+LOAD_FAILED = "[TOOLKIT_LOAD_FAILED] ToolkitLoadError when loading toolkit"
+
+
+@pytest.mark.parametrize(
+    ("target", "files", "message"),
+    [
+        pytest.param(
+            "TMP/nope.py",
+            {},
+            f"{LOAD_FAILED} 'nope': no such file or directory: TMP/nope.py",
+            id="missing-file",
+        ),
+        pytest.param(
+            "TMP/nope",
+            {},
+            f"{LOAD_FAILED} 'nope': no such file or directory: TMP/nope",
+            id="missing-path-without-suffix",
+        ),
+        pytest.param(
+            "TMP/" + "x" * 300,
+            {},
+            f"{LOAD_FAILED} '{'x' * 300}': cannot use TMP/{'x' * 300} as a path: "
+            "File name too long",
+            id="path-too-long",
+        ),
+        pytest.param(
+            "TMP/forecast.v2.py",
+            {"forecast.v2.py": ""},
+            f"{LOAD_FAILED} 'forecast.v2': cannot import TMP/forecast.v2.py as a module: the name "
+            "'forecast.v2' contains a '.'; rename it, e.g. to 'forecast_v2'",
+            id="dotted-file-name",
+        ),
+        pytest.param(
+            "TMP/plain",
+            {"plain/notes.py": ""},
+            f"{LOAD_FAILED} 'plain': TMP/plain is a directory without __init__.py, not a Python "
+            "package",
+            id="directory-without-init",
+        ),
+        pytest.param(
+            "TMP/UNIQUE",
+            {"UNIQUE/__init__.py": "", "UNIQUE/notes.py": "X = 1\n"},
+            f"{LOAD_FAILED} 'UNIQUE': module 'UNIQUE' defines no tools; decorate its functions "
+            "with @tool",
+            id="package-without-tools",
+        ),
+        pytest.param(
+            "no_such_package_42.tools",
+            {},
+            f"{LOAD_FAILED} 'tools': could not import module 'no_such_package_42.tools': "
+            "ModuleNotFoundError: No module named 'no_such_package_42'",
+            id="unknown-dotted-name",
+        ),
+        pytest.param(
+            "x" * 300,
+            {},
+            f"{LOAD_FAILED} '{'x' * 300}': could not import module '{'x' * 300}': "
+            f"ModuleNotFoundError: No module named '{'x' * 300}'",
+            id="dotted-name-too-long-for-a-file",
+        ),
+    ],
+)
+def test_bad_targets_are_one_line_errors(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target: str,
+    files: dict[str, str],
+    message: str,
+) -> None:
+    """A target that cannot be loaded is one line on stderr and exit status 1."""
+    resolved, unique = str(tmp_path.resolve()), f"clipkg_{uuid.uuid4().hex[:10]}"
+    for relative, text in files.items():
+        path = tmp_path / relative.replace("UNIQUE", unique)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for command in (["check"], ["schema"], ["run", "anything"]):
+        argv = [command[0], target.replace("TMP", resolved).replace("UNIQUE", unique)]
+        assert main(argv + command[1:]) == 1
+        captured = capsys.readouterr()
+        assert captured.err == message.replace("TMP", resolved).replace("UNIQUE", unique) + "\n"
+        assert captured.out == ""

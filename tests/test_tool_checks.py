@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 import textwrap
 import uuid
@@ -437,6 +438,36 @@ CHECKS = [
     ),
     pytest.param(
         '''
+        from __future__ import annotations
+
+        from pydantic import BaseModel
+
+
+        @tool
+        def create(order: Order) -> str:
+            """Create an order.
+
+            Args:
+                order: The order to create.
+            """
+            return order.sku
+
+
+        class Order(BaseModel):
+            sku: str
+        ''',
+        ToolInputSchemaError,
+        [("unresolved_annotation", "order")],
+        (
+            "[TOOL_DEFINITION_BAD_INPUT_SCHEMA] ToolInputSchemaError in definition of tool "
+            "'create': 1 problem: the annotation of parameter 'order' refers to 'Order', "
+            "which is not defined where the tool is defined (move the definition of 'Order' "
+            "at line 21 above the tool; @tool resolves annotations as soon as it is applied)"
+        ),
+        id="model_defined_below_the_tool",
+    ),
+    pytest.param(
+        '''
         class Connection:
             pass
 
@@ -765,8 +796,7 @@ CHECKS = [
         (
             "[TOOL_DEFINITION_BAD_OUTPUT_SCHEMA] ToolOutputSchemaError in definition of tool "
             "'report': 1 problem: the return annotation refers to 'Report', which is not defined "
-            "where the tool is defined (import or define 'Report' at module level, not only "
-            "under `if TYPE_CHECKING:`)"
+            "where the tool is defined (import or define 'Report' above the tool)"
         ),
         id="unresolved_return_annotation",
     ),
@@ -899,6 +929,149 @@ def test_every_problem_kind_is_documented() -> None:
     text = DOCS.read_text()
     missing = [kind.value for kind in ProblemKind if f"`{kind.value}`" not in text]
     assert missing == []
+
+
+def test_documented_checks_are_cases_of_the_table() -> None:
+    """Every example in docs/definitions.md's "Every check" section is a case of the table
+    above, module and text alike, so the page shows what ``@tool`` really says."""
+    section = DOCS.read_text().split("### Every check", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(
+        r"^```py\n(.*?)^```\n\n```text\n(.*?)\n```", section, re.DOTALL | re.MULTILINE
+    )
+    assert len(documented) == section.count("\n#### ")
+    cases = {(textwrap.dedent(case.values[0]).strip(), case.values[3]) for case in CHECKS}
+    assert [text for body, text in documented if (body.strip(), text) not in cases] == []
+
+
+BELOW = "@tool resolves annotations as soon as it is applied"
+TYPING_ONLY = "import or define 'Order' at module level, not only under `if TYPE_CHECKING:`"
+ANYWHERE = "import or define 'Order' above the tool"
+USES_ORDER = '''
+@tool
+def create(order: Annotated[Order, "The order."]) -> str:
+    """Create an order."""
+    return str(order)
+'''
+
+
+MOVE = "move the {what} of 'Order' at line {line} above the tool; " + BELOW
+
+
+@pytest.mark.parametrize(
+    ("above", "below", "expected"),
+    [
+        pytest.param("", "class Order(dict):\n    pass", "definition", id="class"),
+        pytest.param("", "def Order() -> None:\n    pass", "definition", id="def"),
+        pytest.param("", "async def Order() -> None:\n    pass", "definition", id="async-def"),
+        pytest.param("", "Order = int", "definition", id="assignment"),
+        pytest.param("", "Order, Other = int, str", "definition", id="tuple-assignment"),
+        pytest.param("", "Order: Any = int", "definition", id="annotated-assignment"),
+        pytest.param("", "from decimal import Decimal as Order", "import", id="import-from"),
+        pytest.param("", "import Order", "import", id="import"),
+        pytest.param(
+            "", "try:\n    Order = int\nexcept ImportError:\n    pass", "definition", id="in-try"
+        ),
+        pytest.param(
+            "", "try:\n    pass\nexcept ImportError:\n    Order = int", "definition", id="in-except"
+        ),
+        pytest.param(
+            "",
+            "if TYPE_CHECKING:\n    pass\nelse:\n    Order = int",
+            "definition",
+            id="in-else-of-type-checking",
+        ),
+        pytest.param(
+            "if TYPE_CHECKING:\n    from decimal import Decimal as Order",
+            "",
+            TYPING_ONLY,
+            id="type-checking",
+        ),
+        pytest.param(
+            "import typing\n\nif typing.TYPE_CHECKING:\n    Order = int",
+            "",
+            TYPING_ONLY,
+            id="typing-dot-type-checking",
+        ),
+        pytest.param("", "", ANYWHERE, id="nowhere"),
+        pytest.param("if 1 > 2:\n    Order = int", "", ANYWHERE, id="above-but-not-run"),
+        pytest.param("", "Order: Any", ANYWHERE, id="annotation-without-value"),
+        pytest.param(
+            "", "def make() -> None:\n    Order = int", ANYWHERE, id="bound-in-a-function"
+        ),
+        pytest.param("", "class Shop:\n    Order = int", ANYWHERE, id="bound-in-a-class"),
+        pytest.param("", "settings = {}\nsettings['Order'] = int", ANYWHERE, id="item-assignment"),
+    ],
+)
+def test_hint_for_an_undefined_name_says_where_it_is(
+    load_module: Callable[[str], ModuleType], above: str, below: str, expected: str
+) -> None:
+    """The fix for an undefined name in an annotation depends on where the module binds it:
+    below the tool (move it up, naming the line), only for type checkers, or nowhere."""
+    future = "from __future__ import annotations\n\nfrom typing import TYPE_CHECKING\n\n"
+    body = f"{future}{above}\n\n{USES_ORDER}\n\n{below}\n"
+    error = _raised(load_module, body)
+    assert _kinds(error) == [("unresolved_annotation", "order")]
+    if expected in ("definition", "import"):  # the line of `below` that binds Order
+        source = _source(body)
+        first = source[: source.index(below)].count("\n") + 1
+        offset = next(i for i, text in enumerate(below.splitlines()) if "Order" in text)
+        expected = MOVE.format(what=expected, line=first + offset)
+    assert error.details["problems"][0]["hint"] == expected
+
+
+def test_hint_for_a_return_type_defined_below(load_module: Callable[[str], ModuleType]) -> None:
+    """The return annotation gets the same fix as a parameter's."""
+    error = _raised(
+        load_module,
+        '''
+        from __future__ import annotations
+
+
+        @tool
+        def report() -> Report:
+            """Build the weekly report."""
+            return Report()
+
+
+        class Report(dict):
+            pass
+        ''',
+    )
+    assert _kinds(error) == [("unresolved_return_annotation", "return")]
+    assert error.details["problems"][0]["hint"] == (
+        f"move the definition of 'Report' at line 15 above the tool; {BELOW}"
+    )
+
+
+GENERATED = r'''
+import pathlib
+
+SOURCE = """from __future__ import annotations
+
+@tool(description="Create an order.")
+def create(order: Annotated[Order, "The order."]) -> str:
+    return str(order)
+
+class Order(dict):
+    pass
+"""
+FILE = {file}
+if FILE != "<generated>":
+    FILE = str(pathlib.Path(__file__).with_name(FILE))
+    pathlib.Path(FILE).write_text("This file is no longer Python (")
+exec(compile(SOURCE, FILE, "exec"), globals())
+'''
+
+
+@pytest.mark.parametrize(
+    "file",
+    ["<generated>", "changed.py"],
+    ids=["no-source", "source-not-python-any-more"],
+)
+def test_hint_without_readable_source(load_module: Callable[[str], ModuleType], file: str) -> None:
+    """A tool whose source cannot be read or parsed still gets a useful fix."""
+    error = _raised(load_module, GENERATED.format(file=repr(file)))
+    assert error.details["problems"][0]["hint"] == ANYWHERE
 
 
 def test_five_mistakes_in_one_error(load_module: Callable[[str], ModuleType]) -> None:

@@ -11,6 +11,7 @@ import pytest
 from pydantic import Field, ValidationError
 
 from tdk import Tool, ToolDefinition, tool
+from tdk.errors import RetryableToolError
 
 
 @tool
@@ -78,6 +79,20 @@ def test_calling_an_async_tool_returns_a_coroutine() -> None:
     pending = get_issue(7)
     assert inspect.iscoroutine(pending)
     assert asyncio.run(pending) == {"number": 7}
+
+
+def test_an_async_tool_raising_a_tdk_error_raises_it_unchanged() -> None:
+    """Awaiting a direct call re-raises a tdk error as it is, not chained to itself."""
+
+    @tool
+    async def picky() -> int:
+        """Fail."""
+        raise RetryableToolError("again", additional_prompt_content="Try later.")
+
+    with pytest.raises(RetryableToolError) as caught:
+        asyncio.run(picky())
+    assert caught.value.__cause__ is None
+    assert caught.value.tool_name == "picky"
 
 
 def test_tool_looks_like_its_function() -> None:

@@ -9,7 +9,7 @@ import importlib
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -453,33 +453,88 @@ def test_a_module_without_tools_is_a_load_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("relative", "create", "reason"),
+    ("relative", "create", "message"),
     [
+        pytest.param("missing.py", None, "no such file or directory: PATH", id="missing-file"),
+        pytest.param("missing", None, "no such file or directory: PATH", id="missing-directory"),
         pytest.param(
-            "missing.py", False, "is neither a .py file nor a package directory", id="missing"
+            "missing/tools.py", None, "no such file or directory: PATH", id="missing-parent"
         ),
         pytest.param(
-            "notes.txt", True, "is neither a .py file nor a package directory", id="not-python"
+            "notes.txt",
+            "file",
+            "PATH is neither a .py file nor a package directory",
+            id="not-python",
         ),
         pytest.param(
             "folder",
-            True,
-            "is a directory without __init__.py, not a Python package",
+            "directory",
+            "PATH is a directory without __init__.py, not a Python package",
             id="plain-directory",
         ),
     ],
 )
 def test_paths_that_are_not_modules(
-    tmp_path: Path, relative: str, create: bool, reason: str
+    tmp_path: Path, relative: str, create: str | None, message: str
 ) -> None:
     """Paths that cannot be a module are load errors that say why."""
     path = tmp_path / relative
-    if create and path.suffix:
+    if create == "file":
         path.write_text("hello")
-    elif create:
+    elif create == "directory":
         path.mkdir()
     error = _load_failure(path)
-    assert error.message == f"{path} {reason}"
+    assert error.message == message.replace("PATH", str(path))
+
+
+def _symlink_loop(path: Path) -> None:
+    path.symlink_to(path.with_name("other.py"))
+    path.with_name("other.py").symlink_to(path)
+
+
+LOOP = (
+    "no such file or directory: PATH"  # resolve() stopped raising on loops in Python 3.13
+    if sys.version_info >= (3, 13)
+    else "cannot use PATH as a path: Symlink loop from 'PATH'"
+)
+
+
+@pytest.mark.parametrize(
+    ("relative", "make", "message"),
+    [
+        pytest.param(
+            "x" * 300 + ".py", None, "cannot use PATH as a path: File name too long", id="too-long"
+        ),
+        pytest.param("loop.py", _symlink_loop, LOOP, id="symlink-loop"),
+        pytest.param(
+            "nul\0.py", None, "cannot use PATH as a path: embedded null byte", id="nul-byte"
+        ),
+        pytest.param(
+            "weather.v2.py",
+            lambda path: path.write_text(""),
+            "cannot import PATH as a module: the name 'weather.v2' contains a '.'; rename it, "
+            "e.g. to 'weather_v2'",
+            id="dotted-file-name",
+        ),
+        pytest.param(
+            "acme.tools",
+            lambda path: (path.mkdir(), (path / "__init__.py").write_text("")),
+            "cannot import PATH as a module: the name 'acme.tools' contains a '.'; rename it, "
+            "e.g. to 'acme_tools'",
+            id="dotted-package-name",
+        ),
+    ],
+)
+def test_paths_that_cannot_be_used(
+    tmp_path: Path, relative: str, make: Callable[[Path], object] | None, message: str
+) -> None:
+    """Paths the file system refuses, and names that cannot be module names, are load errors
+    that say why (not a traceback from deep inside pathlib or importlib)."""
+    path = tmp_path / relative
+    if make is not None:
+        make(path)
+    error = _load_failure(path)
+    assert error.message == message.replace("PATH", str(path))
 
 
 def test_a_file_named_like_an_imported_module_is_refused(tmp_path: Path) -> None:
