@@ -41,6 +41,11 @@ _QUOTES_INPUT: Final = frozenset(
     }
 )
 _TEMPLATED_ERRORS: Final = frozenset(get_args(ErrorType)) - _QUOTES_INPUT
+#: Problems listed at most (a model may send thousands of unknown keys); the message says how
+#: many more there were.
+MAX_LISTED_PROBLEMS: Final = 20
+#: Longest field path shown (a model may send a 64 KB key): cut, after redaction.
+MAX_FIELD_CHARS: Final = 100
 
 
 def _rendered(
@@ -99,18 +104,20 @@ def invalid_arguments(
     (see :func:`_problem`); a custom error that borrows a templated type's name, and may quote
     the value, is told as "is not valid". A field path is kept as it is only when it names a
     parameter; any other path may carry what the model sent (an unknown key, a key of a
-    mapping), so it is redacted, as is every message but pydantic's fixed texts. The
+    mapping), so it is redacted (and cut), as is every message but pydantic's fixed texts. At
+    most :data:`MAX_LISTED_PROBLEMS` problems are described; the message counts the rest. The
     ``ValidationError`` itself is dropped: its text quotes the submitted values.
     """
     errors = []
     listed = []
     parameters = spec.parameter_names
-    for error in exc.errors(include_url=False, include_input=False):
+    found = exc.errors(include_url=False, include_input=False)
+    for error in found[:MAX_LISTED_PROBLEMS]:
         loc = error["loc"]
         if len(loc) == 1 and loc[0] in parameters:
             field = str(loc[0])
         else:
-            field = redact_text(".".join(map(str, loc)), secrets)
+            field = redact_text(".".join(map(str, loc)), secrets, limit=MAX_FIELD_CHARS)
         error_type, text = error["type"], error["msg"]
         if text in _FIXED_MESSAGES.get(error_type, ()):
             problem = _problem(error_type, text, field)
@@ -119,6 +126,8 @@ def invalid_arguments(
             problem = redact_text(_problem(error_type, text if own else None, field), secrets)
         errors.append({"field": field, "problem": problem})
         listed.append(f"'{field}' {problem}" if field else problem)
+    if len(found) > MAX_LISTED_PROBLEMS:
+        listed.append(f"and {len(found) - MAX_LISTED_PROBLEMS} more problems")
     message = (
         f"Invalid arguments: {'; '.join(listed)}. "
         f"Parameters: {', '.join(parameters) or 'none'}. "

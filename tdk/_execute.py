@@ -395,6 +395,6 @@ def map_direct_call_error(
     tdk error. Secrets of a ``ToolContext`` among the call's arguments are redacted."""
     contexts = [a for a in (*args, *kwargs.values()) if isinstance(a, ToolContext)]
     error = to_tool_error(exc, secrets=[s for c in contexts for s in _secrets_of(c)])
-    if error.tool_name is None:
+    if getattr(error, "tool_name", None) is None:  # (an __init__ may have skipped ours)
         error.tool_name = name
     return error

@@ -742,3 +742,67 @@ def test_a_malformed_error_never_stops_the_rest_of_a_batch() -> None:
         ErrorKind.TOOL_RUNTIME_FATAL,
     ]
     assert results[1].value == "finished"
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments from a hostile model
+
+
+@tool
+def lookup(n: Annotated[int, "A number."]) -> int:
+    """Return the number."""
+    return n
+
+
+def test_a_64kb_key_is_cut_in_the_message() -> None:
+    """An unknown 64 KB key is named, cut to a hundred characters: the model is told which
+    key without its context being flooded."""
+    result = run(lookup.run('{"n": 1, "' + "k" * 65_536 + '": 1}'))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    assert result.error is not None
+    assert len(result.error.message) < 400
+    assert "'" + "k" * 100 + "... [65436 more characters]' is not a parameter" in (
+        result.error.message
+    )
+
+
+def test_thousands_of_unknown_keys_list_twenty() -> None:
+    """Twenty problems are described, and the message says how many more there were."""
+    arguments = {"n": 1, **{f"k{i}": i for i in range(5_000)}}
+    result = run(lookup.run(arguments))
+    assert result.error is not None
+    assert len(result.error.details["errors"]) == 20
+    assert "and 4980 more problems" in result.error.message
+    assert len(result.error.message) < 2_000
+
+
+def test_a_direct_call_reraises_a_malformed_error_as_it_is() -> None:
+    """Calling a tool directly re-raises even an error whose ``__init__`` skipped ours."""
+
+    @tool
+    def raises() -> int:
+        """Raise a malformed error."""
+        raise _Lazy("nope")
+
+    with pytest.raises(_Lazy) as caught:
+        raises()
+    assert caught.value.tool_name == "raises"
+
+
+def test_header_pairs_in_details_lose_their_credentials() -> None:
+    """``details={"h": list(headers.items())}`` keeps the header names and loses the key."""
+    key = "k-1234567890abcdef"
+
+    @tool
+    def raises() -> int:
+        """Raise with the request's headers in the details."""
+        headers = {"x-api-key": key, "accept": "application/json"}
+        raise RetryableToolError("Try again.", details={"h": list(headers.items())})
+
+    result = run(raises.run({}))
+    assert result.error is not None
+    assert result.error.details["h"] == [
+        ["x-api-key", "[REDACTED]"],
+        ["accept", "application/json"],
+    ]
+    assert key not in json.dumps(result.to_dict())
