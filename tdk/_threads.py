@@ -24,16 +24,14 @@ import contextvars
 import enum
 import logging
 import os
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = ["Job", "WorkerThreads", "run_in_worker"]
 
 _LOG: Final = logging.getLogger("tdk")
-#: Seconds an idle worker thread waits for work before it ends.
-IDLE_SECONDS: Final = 60.0
 
 
 class JobState(enum.Enum):
@@ -154,28 +152,25 @@ class WorkerThreads:
 
     At most ``max_workers`` bodies with a caller run at once; more wait in a queue. Bodies
     whose caller has gone (see :class:`Job`) do not count, up to ``max_lingering`` of them:
-    past that, they count again, and new work waits for them.
+    past that, they count again, and new work waits for them. Threads start on demand and
+    live as long as the process (as ``ThreadPoolExecutor``'s do), but for the surplus a
+    lingering body leaves when it ends, which goes away.
+
+    The hand-off is ``ThreadPoolExecutor``'s: a ``queue.SimpleQueue`` of jobs, and a semaphore
+    counting the idle threads, so that a job starts a thread only when none is idle.
     """
 
-    def __init__(
-        self,
-        max_workers: int | None = None,
-        max_lingering: int | None = None,
-        idle_seconds: float = IDLE_SECONDS,
-    ) -> None:
+    def __init__(self, max_workers: int | None = None, max_lingering: int | None = None) -> None:
         self.max_workers: Final = max_workers or min(32, (os.cpu_count() or 1) + 4)
         """Bodies with a caller running at once."""
         self.max_lingering: Final = self.max_workers if max_lingering is None else max_lingering
         """Bodies without a caller that do not count against ``max_workers``."""
-        self.idle_seconds: Final = idle_seconds
-        """How long an idle thread waits for work before it ends."""
         self._lock = threading.Lock()
-        self._work_ready = threading.Condition(self._lock)
-        self._queue: deque[Job] = deque()
+        self._queue: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        """One token per thread waiting for work."""
         self._threads = 0
         """Live worker threads."""
-        self._idle = 0
-        """Of those, threads waiting for work."""
         self._lingering = 0
         """Of those, threads running a body whose caller has gone."""
         self._started = 0
@@ -184,15 +179,10 @@ class WorkerThreads:
         """Queue ``call`` (no arguments) for a worker thread; from the event loop's thread."""
         job = Job(self, call)
         job.future.add_done_callback(job._caller_gone)
-        with self._lock:
-            self._queue.append(job)
-            try:
-                if len(self._queue) > self._idle:
-                    self._start_if_room()
-            except BaseException:  # pragma: no cover (the system has no thread left to give)
-                self._queue.remove(job)
-                raise
-            self._work_ready.notify()
+        self._queue.put(job)
+        if not self._idle.acquire(blocking=False):  # no thread is waiting: start one
+            with self._lock:
+                self._start_if_room()
         return job
 
     def abandon(self, job: Job) -> bool:
@@ -201,8 +191,7 @@ class WorkerThreads:
         with self._lock:
             job.abandoned = True
             if job.state is QUEUED:
-                job.state = DROPPED
-                self._queue.remove(job)
+                job.state = DROPPED  # its thread will skip it
                 return True
             if job.state is not RUNNING:  # pragma: no cover (it ended as its caller gave up)
                 return False
@@ -213,20 +202,14 @@ class WorkerThreads:
                     "new sync calls wait for them",
                     self._lingering,
                 )
-            if len(self._queue) > self._idle:
+            if not self._queue.empty():
                 self._start_if_room()
             return False
 
     def stats(self) -> dict[str, int]:
-        """Threads now: ``threads``, ``idle``, ``lingering`` (bodies without a caller) and
-        ``queued`` jobs."""
+        """Threads now: ``threads`` and, of them, ``lingering`` (bodies without a caller)."""
         with self._lock:
-            return {
-                "threads": self._threads,
-                "idle": self._idle,
-                "lingering": self._lingering,
-                "queued": len(self._queue),
-            }
+            return {"threads": self._threads, "lingering": self._lingering}
 
     def _counted(self) -> int:
         """Threads that count against ``max_workers`` (lock held)."""
@@ -244,37 +227,34 @@ class WorkerThreads:
         self._threads += 1
 
     def _work(self) -> None:
-        """A worker thread: take jobs until idle for too long, or no longer needed."""
+        """A worker thread: take jobs, until a lingering body it ran makes it surplus."""
         lock = self._lock
         while True:
+            job = self._queue.get()
             with lock:
-                while not self._queue:
-                    self._idle += 1
-                    woken = self._work_ready.wait(self.idle_seconds)
-                    self._idle -= 1
-                    if not woken and not self._queue:
+                dropped = job.state is DROPPED
+                if not dropped:
+                    job.state = RUNNING
+            if not dropped:
+                job._run()
+                with lock:
+                    job.state = FINISHED
+                    if job.abandoned:
+                        self._lingering -= 1
+                    surplus = self._counted() > self.max_workers  # a replacement took its place
+                    if surplus:
                         self._threads -= 1
-                        return
-                job = self._queue.popleft()
-                job.state = RUNNING
-            job._run()
-            with lock:
-                job.state = FINISHED
-                if job.abandoned:
-                    self._lingering -= 1
-                surplus = self._counted() > self.max_workers  # a replacement took its place
+                job._deliver()  # after FINISHED: when_ended() never misses the end
                 if surplus:
-                    self._threads -= 1
-            job._deliver()  # after FINISHED: when_ended() never misses the end
-            if surplus:
-                return
+                    return
+            self._idle.release()
 
     def _after_fork(self) -> None:  # pragma: no cover (run in a forked child, see the tests)
         """In a forked child: the parent's threads do not exist here."""
         self._lock = threading.Lock()
-        self._work_ready = threading.Condition(self._lock)
-        self._queue.clear()
-        self._threads = self._idle = self._lingering = 0
+        self._queue = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads = self._lingering = 0
 
 
 _POOL: Final = WorkerThreads()
