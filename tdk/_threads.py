@@ -126,6 +126,8 @@ class Job:
         """In the event loop: the body has ended."""
         if not self.future.done():
             self.future.set_result(None)
+        elif self.future.cancelled():  # nobody will ask for the outcome: let it go now
+            self._value = self._error = None
         callbacks, self._on_end = self._on_end, None
         for callback in callbacks or ():
             callback()
