@@ -59,8 +59,8 @@ SHORTEST_EXACT_SECRET: Final = 4
 #: Characters read past a cut so that a secret straddling it is still recognised whole.
 _REDACTION_LOOKAHEAD: Final = 4096
 
-# Userinfo runs to the LAST '@' before the path: a password may itself contain '@'.
-_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s?#]*@")
+#: The authority of a URL, read from just after its ``://`` (see :func:`_scrub_userinfo`).
+_AUTHORITY = re.compile(r"[^/\s?#]*+")
 # Every ``name:`` / ``name=`` is found from its separator: the separators are found with
 # ``str.find``, and the name is read backwards from each, on the reversed text.
 # This finds exactly the matches of the forward pattern
@@ -96,12 +96,17 @@ _TOKEN_SHAPES = re.compile(
     | \bgithub_pat_[A-Za-z0-9_]{20,}
     | \bxox[abpr]-[A-Za-z0-9-]{10,}
     | \bAKIA[0-9A-Z]{16}\b
-    | \beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}
     """,
     re.VERBOSE,
 )
 #: Substrings every token shape contains; text with none of them skips the token pass.
-_TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA", "eyJ")
+_TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA")
+#: A JSON Web Token: three base64url segments, the first (a JSON header) starting ``eyJ``.
+#: Found from each ``eyJ`` (see :func:`_scrub_jwts`), not by the alternation above: as one of its
+#: branches (``\beyJ...``), every ``eyJ`` of a long run such as ``eyJ-eyJ-...`` was tried as a
+#: start, each reading to the end of the run, which was quadratic.
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+")
+_JWT_RUN = re.compile(r"[A-Za-z0-9_-]*+")
 #: The start of a (name, value) pair as Python writes it, up to the value's opening quote: a
 #: repr of a list of header tuples, as httpx shows repeated headers
 #: (``Headers([('x-api-key', '...'), ...])``) and ``headers.raw`` gives them (as bytes).
@@ -194,13 +199,80 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     ambient = _CALL_SECRETS.get()
     if ambient:
         secrets = (*secrets, *ambient)
-    if secrets:  # exact values first, over the whole text (linear, and nothing is cut yet)
-        exact = {s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET}
-        for secret in sorted(exact, key=len, reverse=True):
-            text = text.replace(secret, REDACTED)
+    if secrets:  # exact values first, over the whole text (nothing is cut yet)
+        text = _scrub_exact(text, secrets)
     if limit is not None and len(text) > limit:
         return _redact_head(text, limit)
     return _redact_positions_and_shapes(text)
+
+
+#: Above this many (secrets x characters of text), :func:`_scrub_exact` makes one pass over the
+#: text instead of one search per secret: a request may carry thousands of credentials (a long
+#: query of ``token=`` pairs), and searching 64 KiB of text once for each took a third of a
+#: second.
+_ONE_PASS_WORK: Final = 2_000_000
+
+
+def _scrub_exact(text: str, secrets: Iterable[str]) -> str:
+    """Every occurrence of every secret (of at least ``SHORTEST_EXACT_SECRET`` characters)
+    replaced, longest first: one ``str.replace`` each, or one pass over the text for all of
+    them (:func:`_scrub_many`) when that would mean searching a long text for many secrets."""
+    exact = {s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET}
+    if len(exact) * len(text) > _ONE_PASS_WORK:
+        return _scrub_many(text, exact)
+    for secret in sorted(exact, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _scrub_many(text: str, secrets: Iterable[str]) -> str:
+    """Every character covered by an occurrence of a secret replaced, each run of them (of
+    overlapping occurrences) by one marker, in a single pass: Aho-Corasick, in time linear in
+    the length of the text plus that of the secrets, however many there are."""
+    # The trie of the secrets; ``longest[node]``: the longest secret ending at ``node``.
+    goto: list[dict[str, int]] = [{}]
+    longest = [0]
+    for secret in secrets:
+        node = 0
+        for char in secret:
+            child = goto[node].get(char)
+            if child is None:
+                child = len(goto)
+                goto[node][char] = child
+                goto.append({})
+                longest.append(0)
+            node = child
+        longest[node] = len(secret)
+    # Failure links, breadth first: the longest proper suffix of a node's text in the trie.
+    fail = [0] * len(goto)
+    queue = list(goto[0].values())
+    for node in queue:  # (the list grows as it is walked)
+        for char, child in goto[node].items():
+            queue.append(child)
+            back = fail[node]
+            while back and char not in goto[back]:
+                back = fail[back]
+            fail[child] = goto[back].get(char, 0)
+            longest[child] = max(longest[child], longest[fail[child]])
+    runs: list[tuple[int, int]] = []
+    node = 0
+    for index, char in enumerate(text):
+        while node and char not in goto[node]:
+            node = fail[node]
+        node = goto[node].get(char, 0)
+        if longest[node]:
+            start = index + 1 - longest[node]
+            while runs and runs[-1][1] > start:  # overlaps the run before: one run
+                start = min(start, runs.pop()[0])
+            runs.append((start, index + 1))
+    if not runs:
+        return text
+    pieces: list[str] = []
+    done = 0
+    for start, end in runs:
+        pieces += (text[done:start], REDACTED)
+        done = end
+    return "".join(pieces) + text[done:]
 
 
 def _redact_head(text: str, limit: int) -> str:
@@ -240,15 +312,68 @@ def _scrub_pairs(text: str) -> str:
     return "".join(pieces) + text[done:] if pieces else text
 
 
+def _scrub_jwts(text: str) -> str:
+    """Every JWT in ``text`` replaced; what precedes one in its run (``id-eyJ...``) is kept.
+
+    A JWT starts at an ``eyJ`` after a word boundary. When the first such ``eyJ`` of a run of
+    base64url characters does not start a JWT, no later one in that run does (each has less of
+    the run after it, and the same text after the run), so the search resumes after the run.
+    """
+    pieces: list[str] = []
+    done = 0
+    at = text.find("eyJ")
+    while at >= 0:
+        previous = text[at - 1] if at else " "
+        if previous.isalnum() or previous == "_":  # inside a word: no boundary here
+            at = text.find("eyJ", at + 1)
+            continue
+        token = _JWT.match(text, at)
+        if token is None:
+            run = _JWT_RUN.match(text, at)
+            assert run is not None  # it matches at least the "eyJ"
+            at = text.find("eyJ", run.end())
+            continue
+        pieces += (text[done:at], REDACTED)
+        done = token.end()
+        at = text.find("eyJ", done)
+    return "".join(pieces) + text[done:] if pieces else text
+
+
+def _scrub_userinfo(text: str) -> str:
+    """The userinfo of every URL in ``text`` replaced.
+
+    Each ``://`` is found with ``str.find`` and read outwards: its authority runs to the first
+    ``/``, ``?``, ``#`` or space, and the userinfo to the LAST ``@`` in it (a password may
+    itself contain ``@``). Any scheme counts, even none (``://user:pw@host``): a regular
+    expression that checked the scheme tried every word of a long run such as ``a.a.a...``
+    as its start, each reading to the ``://``, which was quadratic.
+    """
+    pieces: list[str] = []
+    done = 0
+    at = text.find("://")
+    while at >= 0:
+        start = at + 3
+        authority = _AUTHORITY.match(text, start)
+        assert authority is not None  # it matches the empty string
+        sign = text.rfind("@", start, authority.end())
+        if sign >= 0:
+            pieces += (text[done:start], REDACTED)
+            done = sign
+        at = text.find("://", at + 1)
+    return "".join(pieces) + text[done:] if pieces else text
+
+
 def _redact_positions_and_shapes(text: str) -> str:
     for hint in _TOKEN_HINTS:
         if hint in text:
             text = _TOKEN_SHAPES.sub(REDACTED, text)
             break
+    if "eyJ" in text:
+        text = _scrub_jwts(text)
     if "(" in text and ("'" in text or '"' in text):
         text = _scrub_pairs(text)
     if "://" in text:
-        text = _USERINFO.sub(lambda m: m["scheme"] + REDACTED + "@", text)
+        text = _scrub_userinfo(text)
     if "=" in text or ":" in text:
         text = _scrub_assignments(text)
     return text

@@ -52,6 +52,26 @@ from tdk._redact import REDACTED, redact_text, redact_url
         pytest.param("AKIAABCDEFGHIJKLMNOP", "[REDACTED]", id="aws-access-key"),
         pytest.param("jwt eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl end", "jwt [REDACTED] end", id="jwt"),
         pytest.param("sent Bearer abc.def-ghi_jkl", "sent [REDACTED]", id="bearer"),
+        pytest.param(
+            "sid session-eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl end",
+            "sid session-[REDACTED] end",
+            id="jwt-after-a-dash",
+        ),
+        pytest.param(
+            "eyJ-eyJab eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl",
+            "eyJ-eyJab [REDACTED]",
+            id="jwt-after-a-run-that-is-not-one",
+        ),
+        pytest.param(
+            "xeyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl",
+            "xeyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl",
+            id="jwt-shape-inside-a-word-kept",
+        ),
+        pytest.param(
+            "a://u:p@h/x and ://v:q@i",
+            "a://[REDACTED]@h/x and ://[REDACTED]@i",
+            id="userinfo-of-each-url-any-scheme",
+        ),
         pytest.param("nothing secret here: 42", "nothing secret here: 42", id="clean"),
         pytest.param(
             '{"api_key": "QQQ111222", "code": "rate_limit"}',
