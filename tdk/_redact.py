@@ -4,8 +4,9 @@ Everything tdk writes for a model, a developer or a log passes through :func:`re
 (free text) or :func:`redact_url` (URLs). Three layers, strongest first:
 
 1. exact values the caller knows are secret (context secrets, the request's credentials);
-2. credentials by position: URL userinfo, credential-bearing query parameters, header lines
-   such as ``Authorization: ...``;
+2. credentials by position: URL userinfo, and the values under names that look like a
+   credential's (:func:`credential_name`: ``Authorization``, ``X-RapidAPI-Key``,
+   ``api_key``...) in header lines, queries, JSON and ``(name, value)`` pairs;
 3. well-known token shapes (``sk-...``, ``ghp_...``, ``AKIA...``, JWTs, ``Bearer ...``).
 """
 
@@ -47,7 +48,65 @@ SECRET_HEADER_NAMES: Final = frozenset(
 )  # fmt: skip
 
 #: Keys of structured data (``details``, JSON) whose values are credentials wherever they are.
+#: :func:`credential_key` says the same of any key, by the rule of :func:`credential_name`.
 SECRET_KEYS: Final = (SECRET_HEADER_NAMES | SECRET_QUERY_NAMES) - _AMBIGUOUS_NAMES
+
+#: Words that make a name a credential's when one of the name's words is, or ends with, one of
+#: them (``X-Vault-Token``, ``accessToken``, ``Stripe-Signature``, ``oauth``).
+CREDENTIAL_WORDS: Final = (
+    "token", "secret", "password", "passwd", "passphrase", "pwd", "auth", "authorization",
+    "signature", "session", "sessionid", "sessid", "cookie", "credential", "credentials", "jwt",
+    "bearer", "csrf", "xsrf",
+)  # fmt: skip
+#: ``key`` is a credential word only as a whole word (``X-RapidAPI-Key``, ``private_key``), or
+#: at the end of a word after one of these (``apikey``, ``accessKey``): too many other words end
+#: with it (``monkey``, ``hockey``, ``primaryKey``, ``sortkey``).
+KEY_QUALIFIERS: Final = (
+    "api", "access", "secret", "private", "auth", "pass", "app", "client", "master", "account",
+    "subscription", "license", "signing", "session",
+)  # fmt: skip
+# A word ends at the end of the name or before a separator; ``key`` alone also starts at one.
+_CREDENTIAL_WORD = re.compile(
+    rf"(?:{'|'.join(CREDENTIAL_WORDS)}|(?:{'|'.join(KEY_QUALIFIERS)})key)(?![^-_.\s])"
+    r"|(?<![^-_.\s])key(?![^-_.\s])"
+)
+#: Values of names that only :func:`credential_name` marks (not the fixed lists above) are
+#: scrubbed by exact value from this length on: ``X-Session-Affinity: true`` must not scrub
+#: every "true" from a text.
+SHORTEST_INFERRED_SECRET: Final = 8
+
+
+def credential_name(name: str) -> bool:
+    """Whether ``name`` (of a header, a parameter, a key) looks like a credential's.
+
+    It does when one of its words (split on ``-``, ``_``, ``.`` and spaces, compared
+    case-insensitively) is, or ends with, a word of :data:`CREDENTIAL_WORDS`, or is ``key``
+    (see :data:`KEY_QUALIFIERS`): ``X-RapidAPI-Key``, ``DD-API-KEY``, ``apikey``,
+    ``X-CSRF-Token``, ``Stripe-Signature``, ``client_secret``; not ``monkey``, ``author`` or
+    ``max_tokens``. A name with such a word among others counts too (``token_type``,
+    ``Idempotency-Key``): a value hidden for nothing costs less than a credential shown.
+    """
+    return _CREDENTIAL_WORD.search(name.lower()) is not None
+
+
+def credential_key(name: str) -> bool:
+    """Whether the value under the key ``name`` of structured data (``details``, a JSON object,
+    a ``(name, value)`` pair) is a credential: :func:`credential_name`, except for the bare
+    words ``key``, ``auth`` and ``session`` (``{"key": "id"}``, ``"session": 3``); and the
+    names of :data:`SECRET_KEYS`."""
+    lowered = name.lower()
+    if lowered in _AMBIGUOUS_NAMES:
+        return False
+    return lowered in SECRET_KEYS or _CREDENTIAL_WORD.search(lowered) is not None
+
+
+def credential_parameter(name: str) -> bool:
+    """Whether the value of the query or path parameter ``name`` (decoded) is a credential:
+    :func:`credential_name`, and the names of :data:`SECRET_QUERY_NAMES` (``code``, ``sig``,
+    Azure SAS ``se``/``sv``...)."""
+    lowered = name.lower()
+    return lowered in SECRET_QUERY_NAMES or _CREDENTIAL_WORD.search(lowered) is not None
+
 
 #: Query parameters whose values are kept in redacted URLs; every other value is replaced.
 SAFE_QUERY_NAMES: Final = frozenset(
@@ -144,12 +203,16 @@ def _scrub_assignments(text: str) -> str:
             name = unquote(name)
         if name in SECRET_HEADER_NAMES:  # a header line: the value runs to the end of the line
             unquoted = _HEADER_VALUE
-        elif name in SECRET_QUERY_NAMES and (
-            text[at] == "=" or (before[1] and name not in _AMBIGUOUS_NAMES)  # "api_key": "..."
-        ):
+        elif text[at] == "=":  # api_key=..., key=...
+            if not credential_parameter(name):
+                continue
             unquoted = _QUERY_VALUE
-        else:
+        elif not credential_key(name):  # "key": "id", primary key: 5
             continue
+        elif before[1] or not ("-" in name or "_" in name or "." in name):
+            unquoted = _QUERY_VALUE  # "api_key": ..., password: ...: one word
+        else:  # X-RapidAPI-Key: ...: a header line
+            unquoted = _HEADER_VALUE
         after = _AFTER_SEPARATOR.match(text, at + 1)
         assert after is not None  # it matches the empty string
         value = _value_pattern(unquoted, text[after.end() - 1]).match(text, after.end())
@@ -302,7 +365,7 @@ def _scrub_pairs(text: str) -> str:
     pieces: list[str] = []
     done = 0
     for opener in _PAIR_OPENER.finditer(text):
-        if opener.start() < done or opener["name"].lower() not in SECRET_KEYS:
+        if opener.start() < done or not credential_key(opener["name"]):
             continue
         value = _QUOTED_VALUE[opener["q2"]].match(text, opener.end())
         assert value is not None  # it matches the empty string

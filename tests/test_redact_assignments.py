@@ -1,7 +1,8 @@
 """The separator-driven ``_scrub_assignments`` finds exactly what the forward pattern found.
 
 ``_reference_scrub`` is the former implementation (one regular expression tried at the start
-of every word), kept here as the specification of the fast one.
+of every word), judging names as the fast one does (``credential_parameter`` before ``=``,
+``credential_key`` before ``:``), kept here as the specification of the fast one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tdk._redact import (
-    _AMBIGUOUS_NAMES,
     _HEADER_VALUE,
     _QUERY_VALUE,
     REDACTED,
@@ -22,6 +22,8 @@ from tdk._redact import (
     SECRET_QUERY_NAMES,
     _scrub_assignments,
     _value_pattern,
+    credential_key,
+    credential_parameter,
 )
 
 _ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+[\"']?")
@@ -39,10 +41,12 @@ def _reference_scrub(text: str) -> str:
         opening = text[match.end() - 1]  # a quote when the value is quoted
         if name in SECRET_HEADER_NAMES:
             value = _value_pattern(_HEADER_VALUE, opening).match(text, match.end())
-        elif name in SECRET_QUERY_NAMES and (
-            match[3] == "=" or (match[2] and name not in _AMBIGUOUS_NAMES)
-        ):
+        elif match[3] == "=" and credential_parameter(name):
             value = _value_pattern(_QUERY_VALUE, opening).match(text, match.end())
+        elif match[3] == ":" and credential_key(name):
+            several_words = not match[2] and any(c in name for c in "-_.")
+            unquoted = _HEADER_VALUE if several_words else _QUERY_VALUE
+            value = _value_pattern(unquoted, opening).match(text, match.end())
         else:
             continue
         assert value is not None
@@ -52,7 +56,10 @@ def _reference_scrub(text: str) -> str:
     return "".join(pieces) + text[done:] if pieces else text
 
 
-_NAMES = [*sorted(SECRET_HEADER_NAMES | SECRET_QUERY_NAMES), "x", "Key", "api%5Fkey", "error"]
+_NAMES = [
+    *sorted(SECRET_HEADER_NAMES | SECRET_QUERY_NAMES),
+    *("x", "Key", "api%5Fkey", "error", "X-RapidAPI-Key", "monkey", "primary", "sort_key"),
+]
 _PIECES = st.one_of(
     st.sampled_from(_NAMES),
     st.sampled_from([":", "=", " ", "  ", "\t", "\n", "'", '"', ",", "}", "&", "#", "%", "-"]),
