@@ -16,11 +16,13 @@ import re
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar, Token
 from typing import Final
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_plus
 
 REDACTED: Final = "[REDACTED]"
 
-#: Query parameter names whose values are credentials (compared case-insensitively).
+#: Query parameter names whose values are credentials (compared case-insensitively), beside
+#: those :func:`credential_name` finds (``code``, ``sig``, Azure SAS ``se``/``sv``,
+#: OpenWeatherMap's ``appid``...).
 SECRET_QUERY_NAMES: Final = frozenset(
     name.lower()
     for name in (
@@ -29,7 +31,7 @@ SECRET_QUERY_NAMES: Final = frozenset(
         "sig", "se", "sv", "session", "jwt", "x-amz-signature", "x-amz-credential",
         "x-amz-security-token", "x-goog-signature", "x-goog-credential", "private_token",
         "auth_token", "access_key", "secret_key", "api_secret", "private_key", "sessionid",
-        "jsessionid", "client_assertion",
+        "jsessionid", "client_assertion", "appid",
     )
 )  # fmt: skip
 
@@ -67,8 +69,8 @@ KEY_QUALIFIERS: Final = (
 )  # fmt: skip
 # A word ends at the end of the name or before a separator; ``key`` alone also starts at one.
 _CREDENTIAL_WORD = re.compile(
-    rf"(?:{'|'.join(CREDENTIAL_WORDS)}|(?:{'|'.join(KEY_QUALIFIERS)})key)(?![^-_.\s])"
-    r"|(?<![^-_.\s])key(?![^-_.\s])"
+    rf"(?:{'|'.join(CREDENTIAL_WORDS)}|(?:{'|'.join(KEY_QUALIFIERS)})key)(?![^-_.\s\[\]])"
+    r"|(?<![^-_.\s\[\]])key(?![^-_.\s\[\]])"
 )
 #: Values of names that only :func:`credential_name` marks (not the fixed lists above) are
 #: scrubbed by exact value from this length on: ``X-Session-Affinity: true`` must not scrub
@@ -79,7 +81,7 @@ SHORTEST_INFERRED_SECRET: Final = 8
 def credential_name(name: str) -> bool:
     """Whether ``name`` (of a header, a parameter, a key) looks like a credential's.
 
-    It does when one of its words (split on ``-``, ``_``, ``.`` and spaces, compared
+    It does when one of its words (split on ``-``, ``_``, ``.``, spaces and brackets, compared
     case-insensitively) is, or ends with, a word of :data:`CREDENTIAL_WORDS`, or is ``key``
     (see :data:`KEY_QUALIFIERS`): ``X-RapidAPI-Key``, ``DD-API-KEY``, ``apikey``,
     ``X-CSRF-Token``, ``Stripe-Signature``, ``client_secret``; not ``monkey``, ``author`` or
@@ -107,11 +109,6 @@ def credential_parameter(name: str) -> bool:
     lowered = name.lower()
     return lowered in SECRET_QUERY_NAMES or _CREDENTIAL_WORD.search(lowered) is not None
 
-
-#: Query parameters whose values are kept in redacted URLs; every other value is replaced.
-SAFE_QUERY_NAMES: Final = frozenset(
-    ("page", "per_page", "page_size", "limit", "offset", "cursor", "sort", "order", "api-version")
-)
 
 #: Exact secret values shorter than this are not scrubbed (see :func:`redact_text`).
 SHORTEST_EXACT_SECRET: Final = 4
@@ -259,9 +256,7 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     marker saying how much was cut; the cut happens after redaction, so a secret that straddles
     the limit is never half-kept.
     """
-    ambient = _CALL_SECRETS.get()
-    if ambient:
-        secrets = (*secrets, *ambient)
+    secrets = _with_call_secrets(secrets)
     if secrets:  # exact values first, over the whole text (nothing is cut yet)
         text = _scrub_exact(text, secrets)
     if limit is not None and len(text) > limit:
@@ -274,6 +269,11 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
 #: query of ``token=`` pairs), and searching 64 KiB of text once for each took a third of a
 #: second.
 _ONE_PASS_WORK: Final = 2_000_000
+
+
+def _with_call_secrets(secrets: Iterable[str]) -> Iterable[str]:
+    ambient = _CALL_SECRETS.get()
+    return (*secrets, *ambient) if ambient else secrets
 
 
 def _scrub_exact(text: str, secrets: Iterable[str]) -> str:
@@ -426,13 +426,18 @@ def _scrub_userinfo(text: str) -> str:
     return "".join(pieces) + text[done:] if pieces else text
 
 
-def _redact_positions_and_shapes(text: str) -> str:
+def _scrub_shapes(text: str) -> str:
     for hint in _TOKEN_HINTS:
         if hint in text:
             text = _TOKEN_SHAPES.sub(REDACTED, text)
             break
     if "eyJ" in text:
         text = _scrub_jwts(text)
+    return text
+
+
+def _redact_positions_and_shapes(text: str) -> str:
+    text = _scrub_shapes(text)
     if "(" in text and ("'" in text or '"' in text):
         text = _scrub_pairs(text)
     if "://" in text:
@@ -445,20 +450,16 @@ def _redact_positions_and_shapes(text: str) -> str:
 _PATH_PARAMETER = re.compile(r";(?P<name>[^;=/?#]*)=(?P<value>[^;/?#]*)")
 
 
-def _path_parameter(match: re.Match[str]) -> str:
-    if match["name"].lower() in SAFE_QUERY_NAMES or not match["value"]:
-        return match[0]
-    return f";{match['name']}={REDACTED}"
+def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
+    """Return ``url`` without userinfo or fragment, and with every credential in it replaced.
 
-
-def redact_url(url: str) -> str:
-    """Return ``url`` without userinfo and with every query value redacted but safe ones.
-
-    Fragments are dropped. A value survives only when its name is in :data:`SAFE_QUERY_NAMES`
-    (an allowlist: an unknown parameter may be a credential); names are compared as sent, so a
-    percent-encoded name is never mistaken for a safe one. Path parameters
-    (``;jsessionid=...``) follow the same allowlist. Plain string work, no parsing: it runs on
-    every classified upstream error.
+    The value of a query parameter, or of a path parameter (``;jsessionid=...``), is replaced
+    when the parameter's name (decoded) looks like a credential's
+    (:func:`credential_parameter`: ``api_key``, ``X-Amz-Signature``, ``sig``...) or the value
+    (decoded) has a token shape; other values are kept (``?city=Oslo&page=2``). Exact
+    ``secrets`` (with those of the call running) and token shapes are replaced anywhere, the
+    path included (``/bot<token>/``). Plain string work, no parsing: it runs on every
+    classified upstream error.
     """
     base, has_query, query = url.partition("#")[0].partition("?")
     if "@" in base:
@@ -466,13 +467,32 @@ def redact_url(url: str) -> str:
         authority, slash, path = rest.partition("/") if has_scheme else ("", "", base)
         if "@" in authority:
             base = f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
-    if ";" in base:  # path parameters (``/app;jsessionid=...``): the query's allowlist applies
+    if ";" in base:
         base = _PATH_PARAMETER.sub(_path_parameter, base)
-    if not has_query:
-        return base
-    pairs = []
-    for pair in query.split("&"):
-        if pair:
-            name, _, value = pair.partition("=")
-            pairs.append(f"{name}={value if name.lower() in SAFE_QUERY_NAMES else REDACTED}")
-    return f"{base}?{'&'.join(pairs)}" if pairs else base
+    if has_query:
+        pairs = []
+        for pair in query.split("&"):
+            if pair:
+                name, equals, value = pair.partition("=")
+                shown = REDACTED if _credential_value(name, value) else value
+                pairs.append(f"{name}{equals}{shown}")
+        if pairs:
+            base = f"{base}?{'&'.join(pairs)}"
+    secrets = _with_call_secrets(secrets)
+    return _scrub_shapes(_scrub_exact(base, secrets) if secrets else base)
+
+
+def _path_parameter(match: re.Match[str]) -> str:
+    if _credential_value(match["name"], match["value"]):
+        return f";{match['name']}={REDACTED}"
+    return match[0]
+
+
+def _credential_value(name: str, value: str) -> bool:
+    """Whether the value of the parameter ``name`` (both as sent in a URL) is a credential."""
+    if not value:
+        return False
+    if credential_parameter(unquote_plus(name) if "%" in name or "+" in name else name):
+        return True
+    decoded = unquote_plus(value) if "%" in value or "+" in value else value
+    return _scrub_shapes(decoded) != decoded

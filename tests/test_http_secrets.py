@@ -12,6 +12,7 @@ import pytest
 import respx
 
 import tdk.http
+from tdk import ToolContext, tool
 from tdk.errors import ErrorInfo, UpstreamError
 
 # None of these has a well-known token shape: only exact-value scrubbing can catch them.
@@ -82,7 +83,7 @@ def test_hook_scrubs_every_credential(status: int, caplog: pytest.LogCaptureFixt
     assert tdk_records  # the hook logged the failure at DEBUG...
     assert_clean({"log": "\n".join(record.getMessage() for record in tdk_records)})  # cleanly
     assert error.details["url"] == (
-        "https://api.example.com/v1/search?api_key=[REDACTED]&q=[REDACTED]&page=2"
+        "https://api.example.com/v1/search?api_key=[REDACTED]&q=weather&page=2"
     )
     assert error.details["request_id"] == "req-[REDACTED]"
 
@@ -240,3 +241,26 @@ def test_short_values_of_inferred_credential_headers_are_not_scrubbed() -> None:
     with tdk.http.install(client), pytest.raises(UpstreamError) as caught:
         client.get("https://api.example.com/v1/x")
     assert caught.value.message.endswith('Upstream message: "true: no item [REDACTED] here"')
+
+
+def test_a_context_secret_in_an_ordinary_parameter_is_kept_out_of_the_url() -> None:
+    """URLs keep ordinary values (``city=Oslo``), but never a secret of the call, whatever the
+    name of the parameter that carries it."""
+    secret = "ctx-0a1b2c3d4e5f6789"
+
+    @tool
+    def weather(context: ToolContext) -> str:
+        """Ask for the weather, sending the secret under an ordinary name."""
+        missing = httpx.MockTransport(lambda request: httpx.Response(404))
+        with tdk.http.install(httpx.Client(transport=missing)) as client:
+            client.get(
+                f"https://api.example.com/v1/weather?q={context.get_secret('KEY')}&city=Oslo"
+            )
+        return "sunny"
+
+    result = asyncio.run(weather.run({}, context=ToolContext(secrets={"KEY": secret})))
+    assert result.error is not None
+    assert secret not in json.dumps(result.to_dict())
+    assert (
+        result.error.details["url"] == "https://api.example.com/v1/weather?q=[REDACTED]&city=Oslo"
+    )

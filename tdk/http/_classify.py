@@ -252,12 +252,9 @@ def _really_rate_limit(
 
 
 def redacted_url(url: httpx.URL, secrets: Sequence[str]) -> str:
-    """Userinfo dropped, query values redacted but an allowlist; a secret or a token shape in
-    the path (``/bot<token>/``) scrubbed too."""
-    redacted = redact_url(str(url))
-    if secrets or redact_text(url.path) != url.path:
-        return redact_text(redacted, secrets)
-    return redacted
+    """``url`` as :func:`~tdk._redact.redact_url` shows it: no userinfo; the values of
+    credential parameters, token shapes and ``secrets`` replaced, wherever they are."""
+    return redact_url(str(url), secrets)
 
 
 def _out_of_quota(parsed: UpstreamBody) -> bool:
