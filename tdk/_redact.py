@@ -136,10 +136,39 @@ _QUOTED_VALUE: Final = {
 }
 
 
-def _value_pattern(unquoted: re.Pattern[str], opening: str) -> re.Pattern[str]:
-    """The pattern of a credential's value: ``unquoted``, unless the character before the
-    value (``opening``) is a quote."""
-    return _QUOTED_VALUE.get(opening, unquoted)
+#: Closing brackets, and the opening bracket of each.
+_OPENERS: Final = {")": "(", "]": "[", "}": "{"}
+#: What may end an unquoted value in prose: closing brackets and punctuation.
+_TRAILING: Final = frozenset(")]},.;:!?")
+
+
+def _value_end(unquoted: re.Pattern[str], text: str, start: int) -> int:
+    """Where the credential's value that starts at ``start`` ends: at its closing quote when it
+    opens with one (``text[start - 1]``); else where ``unquoted`` stops, but before the first
+    closing bracket at its end (among trailing punctuation) that was not opened in it:
+    ``(password=hunter2).`` and ``f(key=g(x)),`` keep their last ``)``."""
+    quoted = _QUOTED_VALUE.get(text[start - 1])
+    value = (quoted or unquoted).match(text, start)
+    assert value is not None  # every value pattern matches the empty string
+    end = value.end()
+    if quoted is not None or end == start or text[end - 1] not in _TRAILING:
+        return end
+    tail = end
+    while tail > start and text[tail - 1] in _TRAILING:
+        tail -= 1
+    # Brackets of the value before its tail are counted, not paired: linear, and only the
+    # tail's brackets and punctuation can ever be left out of the value.
+    body = text[start:tail]
+    open_brackets = {
+        close: body.count(open_) - body.count(close) for close, open_ in _OPENERS.items()
+    }
+    for index in range(tail, end):
+        char = text[index]
+        if char in _OPENERS:
+            if open_brackets[char] <= 0:
+                return index
+            open_brackets[char] -= 1
+    return end
 
 
 _TOKEN_SHAPES = re.compile(
@@ -212,11 +241,10 @@ def _scrub_assignments(text: str) -> str:
             unquoted = _HEADER_VALUE
         after = _AFTER_SEPARATOR.match(text, at + 1)
         assert after is not None  # it matches the empty string
-        value = _value_pattern(unquoted, text[after.end() - 1]).match(text, after.end())
-        assert value is not None  # both value patterns match the empty string
-        if value.end() > after.end():
+        end = _value_end(unquoted, text, after.end())
+        if end > after.end():
             pieces += (text[done : after.end()], REDACTED)
-            done = value.end()
+            done = end
     return "".join(pieces) + text[done:] if pieces else text
 
 

@@ -125,6 +125,22 @@ from tdk._redact import REDACTED, call_secrets, end_call_secrets, redact_text, r
             id="quoted-value-with-spaces-and-escapes",
         ),
         pytest.param(
+            "login (password=hunter2hunter2) failed",
+            "login (password=[REDACTED]) failed",
+            id="closing-bracket-after-a-value",
+        ),
+        pytest.param(
+            "[token=abc]], f(api_key=g(x)), {secret=s}",
+            "[token=[REDACTED]]], f(api_key=[REDACTED]), {secret=[REDACTED]}",
+            id="closing-brackets-opened-in-the-value-kept",
+        ),
+        pytest.param(
+            "bad token (Authorization: Bearer tok-123456789)",
+            "bad token (Authorization: [REDACTED])",
+            id="closing-bracket-after-a-header-line",
+        ),
+        pytest.param("token=) x", "token=) x", id="only-a-closing-bracket"),
+        pytest.param(
             "GET https://h/app;jsessionid=J-666 failed",
             "GET https://h/app;jsessionid=[REDACTED] failed",
             id="path-parameter-in-text",

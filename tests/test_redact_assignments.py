@@ -21,7 +21,7 @@ from tdk._redact import (
     SECRET_HEADER_NAMES,
     SECRET_QUERY_NAMES,
     _scrub_assignments,
-    _value_pattern,
+    _value_end,
     credential_key,
     credential_parameter,
 )
@@ -38,21 +38,19 @@ def _reference_scrub(text: str) -> str:
         name = match[1].lower()
         if "%" in name:
             name = unquote(name)
-        opening = text[match.end() - 1]  # a quote when the value is quoted
         if name in SECRET_HEADER_NAMES:
-            value = _value_pattern(_HEADER_VALUE, opening).match(text, match.end())
+            unquoted = _HEADER_VALUE
         elif match[3] == "=" and credential_parameter(name):
-            value = _value_pattern(_QUERY_VALUE, opening).match(text, match.end())
+            unquoted = _QUERY_VALUE
         elif match[3] == ":" and credential_key(name):
             several_words = not match[2] and any(c in name for c in "-_.")
             unquoted = _HEADER_VALUE if several_words else _QUERY_VALUE
-            value = _value_pattern(unquoted, opening).match(text, match.end())
         else:
             continue
-        assert value is not None
-        if value.end() > match.end():
+        end = _value_end(unquoted, text, match.end())
+        if end > match.end():
             pieces += (text[done : match.end()], REDACTED)
-            done = value.end()
+            done = end
     return "".join(pieces) + text[done:] if pieces else text
 
 
@@ -63,6 +61,7 @@ _NAMES = [
 _PIECES = st.one_of(
     st.sampled_from(_NAMES),
     st.sampled_from([":", "=", " ", "  ", "\t", "\n", "'", '"', ",", "}", "&", "#", "%", "-"]),
+    st.sampled_from(["(", ")", "[", "]", "{", "))"]),
     st.sampled_from(["\u00a0", "\u2003", "é", "abc", "s3cr3t", "a.b", "1"]),
     st.text(alphabet="ab=:'\" _-%.\n", max_size=6),
 )

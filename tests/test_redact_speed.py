@@ -64,6 +64,12 @@ CASES = [
     pytest.param(lambda: redact_text(repeat("api_key=")), id="chain-of-assignments"),
     pytest.param(lambda: redact_text(repeat("Authorization: x\n")), id="header-lines"),
     pytest.param(lambda: redact_text(repeat("'api_key': '")), id="unclosed-quoted-values"),
+    pytest.param(lambda: redact_text("(password=" + repeat(")")), id="closing-brackets"),
+    pytest.param(
+        lambda: redact_text("password=" + repeat("(") + repeat(").,")),
+        id="brackets-and-punctuation",
+    ),
+    pytest.param(lambda: redact_text(repeat("token=b).")), id="tails-of-many-values"),
     pytest.param(lambda: redact_text(repeat("('x-api-key', ")), id="pair-openers"),
     pytest.param(lambda: redact_text(repeat("(" + " " * 60) + "'"), id="pair-openers-spaced"),
     pytest.param(lambda: redact_text(repeat("('aaaa', 'b'), ")), id="pairs-of-other-names"),
