@@ -19,6 +19,8 @@ from typing import Final
 from urllib.parse import unquote, unquote_plus
 
 REDACTED: Final = "[REDACTED]"
+#: Where a credential lies in a text: (start, end), as ``re.Match.span()`` gives it.
+Span = tuple[int, int]
 
 #: Query parameter names whose values are credentials (compared case-insensitively), beside
 #: those :func:`credential_name` finds (``code``, ``sig``, Azure SAS ``se``/``sv``,
@@ -67,11 +69,15 @@ KEY_QUALIFIERS: Final = (
     "api", "access", "secret", "private", "auth", "pass", "app", "client", "master", "account",
     "subscription", "license", "signing", "session",
 )  # fmt: skip
-# A word ends at the end of the name or before a separator; ``key`` alone also starts at one.
-_CREDENTIAL_WORD = re.compile(
-    rf"(?:{'|'.join(CREDENTIAL_WORDS)}|(?:{'|'.join(KEY_QUALIFIERS)})key)(?![^-_.\s\[\]])"
-    r"|(?<![^-_.\s\[\]])key(?![^-_.\s\[\]])"
-)
+#: What a word of a credential name may end with (``key`` alone is checked apart).
+_ENDINGS: Final = CREDENTIAL_WORDS + tuple(qualifier + "key" for qualifier in KEY_QUALIFIERS)
+_WORD_SEPARATOR = re.compile(r"[-_.\s\[\]]")
+#: What each name (lower-case) was judged to be: (has a credential word, is a well-known
+#: header, is a credential parameter, is a credential key; see :func:`_judge`). Short names
+#: only, and emptied when full: the names every error repeats (``KeyError``, field names)
+#: cost one lookup.
+_JUDGED: dict[str, tuple[bool, bool, bool, bool]] = {}
+_JUDGED_MAX: Final = 4096
 #: Values of names that only :func:`credential_name` marks (not the fixed lists above) are
 #: scrubbed by exact value from this length on: ``X-Session-Affinity: true`` must not scrub
 #: every "true" from a text.
@@ -88,7 +94,31 @@ def credential_name(name: str) -> bool:
     ``max_tokens``. A name with such a word among others counts too (``token_type``,
     ``Idempotency-Key``): a value hidden for nothing costs less than a credential shown.
     """
-    return _CREDENTIAL_WORD.search(name.lower()) is not None
+    return _judge(name.lower())[0]
+
+
+def _judge(lowered: str) -> tuple[bool, bool, bool, bool]:
+    """What the lower-case name ``lowered`` is: (has a credential word, is a well-known header,
+    is a credential parameter, is a credential key)."""
+    verdict = _JUDGED.get(lowered)
+    if verdict is not None:
+        return verdict
+    word = False
+    for part in _WORD_SEPARATOR.split(lowered):
+        if part.endswith(_ENDINGS) or part == "key":
+            word = True
+            break
+    verdict = (
+        word,
+        lowered in SECRET_HEADER_NAMES,
+        word or lowered in SECRET_QUERY_NAMES,
+        lowered not in _AMBIGUOUS_NAMES and (word or lowered in SECRET_KEYS),
+    )
+    if len(lowered) <= 64:
+        if len(_JUDGED) >= _JUDGED_MAX:
+            _JUDGED.clear()
+        _JUDGED[lowered] = verdict
+    return verdict
 
 
 def credential_key(name: str) -> bool:
@@ -96,18 +126,14 @@ def credential_key(name: str) -> bool:
     a ``(name, value)`` pair) is a credential: :func:`credential_name`, except for the bare
     words ``key``, ``auth`` and ``session`` (``{"key": "id"}``, ``"session": 3``); and the
     names of :data:`SECRET_KEYS`."""
-    lowered = name.lower()
-    if lowered in _AMBIGUOUS_NAMES:
-        return False
-    return lowered in SECRET_KEYS or _CREDENTIAL_WORD.search(lowered) is not None
+    return _judge(name.lower())[3]
 
 
 def credential_parameter(name: str) -> bool:
     """Whether the value of the query or path parameter ``name`` (decoded) is a credential:
     :func:`credential_name`, and the names of :data:`SECRET_QUERY_NAMES` (``code``, ``sig``,
     Azure SAS ``se``/``sv``...)."""
-    lowered = name.lower()
-    return lowered in SECRET_QUERY_NAMES or _CREDENTIAL_WORD.search(lowered) is not None
+    return _judge(name.lower())[2]
 
 
 #: Exact secret values shorter than this are not scrubbed (see :func:`redact_text`).
@@ -115,7 +141,7 @@ SHORTEST_EXACT_SECRET: Final = 4
 #: Characters read past a cut so that a secret straddling it is still recognised whole.
 _REDACTION_LOOKAHEAD: Final = 4096
 
-#: The authority of a URL, read from just after its ``://`` (see :func:`_scrub_userinfo`).
+#: The authority of a URL, read from just after its ``://`` (see :func:`_userinfo_spans`).
 _AUTHORITY = re.compile(r"[^/\s?#]*+")
 # Every ``name:`` / ``name=`` is found from its separator: the separators are found with
 # ``str.find``, and the name is read backwards from each, on the reversed text.
@@ -187,7 +213,7 @@ _TOKEN_SHAPES = re.compile(
 #: Substrings every token shape contains; text with none of them skips the token pass.
 _TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA")
 #: A JSON Web Token: three base64url segments, the first (a JSON header) starting ``eyJ``.
-#: Found from each ``eyJ`` (see :func:`_scrub_jwts`), not by the alternation above: as one of its
+#: Found from each ``eyJ`` (see :func:`_jwt_spans`), not by the alternation above: as one of its
 #: branches (``\beyJ...``), every ``eyJ`` of a long run such as ``eyJ-eyJ-...`` was tried as a
 #: start, each reading to the end of the run, which was quadratic.
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+")
@@ -195,7 +221,7 @@ _JWT_RUN = re.compile(r"[A-Za-z0-9_-]*+")
 #: The start of a (name, value) pair as Python writes it, up to the value's opening quote: a
 #: repr of a list of header tuples, as httpx shows repeated headers
 #: (``Headers([('x-api-key', '...'), ...])``) and ``headers.raw`` gives them (as bytes).
-#: Only the pair of a credential name goes on to its value (:func:`_scrub_pairs`): a pair of
+#: Only the pair of a credential name goes on to its value (:func:`_pair_spans`): a pair of
 #: any other name consumes nothing, so an unbalanced quote in it cannot hide the next pair.
 _PAIR_OPENER = re.compile(
     r"""\(\s*b?(?P<q1>['"])(?P<name>[A-Za-z0-9_.-]{1,64})(?P=q1)\s*,\s*b?(?P<q2>['"])"""
@@ -215,25 +241,28 @@ def _separators(text: str) -> Iterator[int]:
             equals = text.find("=", equals + 1)
 
 
-def _scrub_assignments(text: str) -> str:
-    pieces: list[str] = []
+def _assignment_spans(text: str, spans: list[Span]) -> list[Span]:
+    """The values of credential names before ``:`` or ``=`` (see the comment on
+    ``_NAME_BEFORE_REVERSED``), in order, none overlapping another."""
     done = 0
     size = len(text)
     reversed_text = text[::-1]
     for at in _separators(text):
         before = _NAME_BEFORE_REVERSED.match(reversed_text, size - at)
-        if before is None or size - before.end() < done:
-            continue  # no name, or inside a value already removed
+        if before is None or (size - before.end() < done and at + 1 < done):
+            continue  # no name, or inside a value already found (but not ending it:
+            # in "key=X-Api-Key: k1", the value "X-Api-Key:" ends where another begins)
         name = before[2][::-1].lower()
         if "%" in name:
             name = unquote(name)
-        if name in SECRET_HEADER_NAMES:  # a header line: the value runs to the end of the line
+        _, header, parameter, key = _JUDGED.get(name) or _judge(name)
+        if header:  # a header line: the value runs to the end of the line
             unquoted = _HEADER_VALUE
         elif text[at] == "=":  # api_key=..., key=...
-            if not credential_parameter(name):
+            if not parameter:
                 continue
             unquoted = _QUERY_VALUE
-        elif not credential_key(name):  # "key": "id", primary key: 5
+        elif not key:  # "key": "id", primary key: 5
             continue
         elif before[1] or not ("-" in name or "_" in name or "." in name):
             unquoted = _QUERY_VALUE  # "api_key": ..., password: ...: one word
@@ -243,9 +272,9 @@ def _scrub_assignments(text: str) -> str:
         assert after is not None  # it matches the empty string
         end = _value_end(unquoted, text, after.end())
         if end > after.end():
-            pieces += (text[done : after.end()], REDACTED)
+            spans.append((after.end(), end))
             done = end
-    return "".join(pieces) + text[done:] if pieces else text
+    return spans
 
 
 #: The exact secret values of the tool call running in this context (its ``ToolContext``'s
@@ -284,7 +313,9 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     marker saying how much was cut; the cut happens after redaction, so a secret that straddles
     the limit is never half-kept.
     """
-    secrets = _with_call_secrets(secrets)
+    ambient = _CALL_SECRETS.get()
+    if ambient:
+        secrets = (*secrets, *ambient)
     if secrets:  # exact values first, over the whole text (nothing is cut yet)
         text = _scrub_exact(text, secrets)
     if limit is not None and len(text) > limit:
@@ -297,11 +328,6 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
 #: query of ``token=`` pairs), and searching 64 KiB of text once for each took a third of a
 #: second.
 _ONE_PASS_WORK: Final = 2_000_000
-
-
-def _with_call_secrets(secrets: Iterable[str]) -> Iterable[str]:
-    ambient = _CALL_SECRETS.get()
-    return (*secrets, *ambient) if ambient else secrets
 
 
 def _scrub_exact(text: str, secrets: Iterable[str]) -> str:
@@ -345,7 +371,7 @@ def _scrub_many(text: str, secrets: Iterable[str]) -> str:
                 back = fail[back]
             fail[child] = goto[back].get(char, 0)
             longest[child] = max(longest[child], longest[fail[child]])
-    runs: list[tuple[int, int]] = []
+    runs: list[Span] = []
     node = 0
     for index, char in enumerate(text):
         while node and char not in goto[node]:
@@ -356,14 +382,7 @@ def _scrub_many(text: str, secrets: Iterable[str]) -> str:
             while runs and runs[-1][1] > start:  # overlaps the run before: one run
                 start = min(start, runs.pop()[0])
             runs.append((start, index + 1))
-    if not runs:
-        return text
-    pieces: list[str] = []
-    done = 0
-    for start, end in runs:
-        pieces += (text[done:start], REDACTED)
-        done = end
-    return "".join(pieces) + text[done:]
+    return _replace(text, runs) if runs else text
 
 
 def _redact_head(text: str, limit: int) -> str:
@@ -387,10 +406,9 @@ def _redact_head(text: str, limit: int) -> str:
     return f"{redacted[:limit]}... [{len(text) - limit} more characters]"
 
 
-def _scrub_pairs(text: str) -> str:
-    """Values of credential-named pairs replaced: each runs to its closing quote, or to the end
-    of the text when that is not in sight (a text cut to length, or redacted by windows)."""
-    pieces: list[str] = []
+def _pair_spans(text: str, spans: list[Span]) -> list[Span]:
+    """The values of credential-named pairs: each runs to its closing quote, or to the end of
+    the text when that is not in sight (a text cut to length, or redacted by windows)."""
     done = 0
     for opener in _PAIR_OPENER.finditer(text):
         if opener.start() < done or not credential_key(opener["name"]):
@@ -398,20 +416,18 @@ def _scrub_pairs(text: str) -> str:
         value = _QUOTED_VALUE[opener["q2"]].match(text, opener.end())
         assert value is not None  # it matches the empty string
         if value.end() > opener.end():
-            pieces += (text[done : opener.end()], REDACTED)
+            spans.append((opener.end(), value.end()))
             done = value.end()
-    return "".join(pieces) + text[done:] if pieces else text
+    return spans
 
 
-def _scrub_jwts(text: str) -> str:
-    """Every JWT in ``text`` replaced; what precedes one in its run (``id-eyJ...``) is kept.
+def _jwt_spans(text: str, spans: list[Span]) -> list[Span]:
+    """Every JWT in ``text``; what precedes one in its run (``id-eyJ...``) is not part of it.
 
     A JWT starts at an ``eyJ`` after a word boundary. When the first such ``eyJ`` of a run of
     base64url characters does not start a JWT, no later one in that run does (each has less of
     the run after it, and the same text after the run), so the search resumes after the run.
     """
-    pieces: list[str] = []
-    done = 0
     at = text.find("eyJ")
     while at >= 0:
         previous = text[at - 1] if at else " "
@@ -424,14 +440,13 @@ def _scrub_jwts(text: str) -> str:
             assert run is not None  # it matches at least the "eyJ"
             at = text.find("eyJ", run.end())
             continue
-        pieces += (text[done:at], REDACTED)
-        done = token.end()
-        at = text.find("eyJ", done)
-    return "".join(pieces) + text[done:] if pieces else text
+        spans.append(token.span())
+        at = text.find("eyJ", token.end())
+    return spans
 
 
-def _scrub_userinfo(text: str) -> str:
-    """The userinfo of every URL in ``text`` replaced.
+def _userinfo_spans(text: str, spans: list[Span]) -> list[Span]:
+    """The userinfo of every URL in ``text``.
 
     Each ``://`` is found with ``str.find`` and read outwards: its authority runs to the first
     ``/``, ``?``, ``#`` or space, and the userinfo to the LAST ``@`` in it (a password may
@@ -439,40 +454,75 @@ def _scrub_userinfo(text: str) -> str:
     expression that checked the scheme tried every word of a long run such as ``a.a.a...``
     as its start, each reading to the ``://``, which was quadratic.
     """
-    pieces: list[str] = []
-    done = 0
     at = text.find("://")
     while at >= 0:
         start = at + 3
         authority = _AUTHORITY.match(text, start)
         assert authority is not None  # it matches the empty string
         sign = text.rfind("@", start, authority.end())
-        if sign >= 0:
-            pieces += (text[done:start], REDACTED)
-            done = sign
+        if sign > start:
+            spans.append((start, sign))
         at = text.find("://", at + 1)
-    return "".join(pieces) + text[done:] if pieces else text
+    return spans
+
+
+def _shape_spans(text: str) -> list[Span]:
+    spans: list[Span] = []
+    for hint in _TOKEN_HINTS:
+        if hint in text:
+            spans = [token.span() for token in _TOKEN_SHAPES.finditer(text)]
+            break
+    if "eyJ" in text:
+        _jwt_spans(text, spans)
+    return spans
 
 
 def _scrub_shapes(text: str) -> str:
-    for hint in _TOKEN_HINTS:
-        if hint in text:
-            text = _TOKEN_SHAPES.sub(REDACTED, text)
-            break
-    if "eyJ" in text:
-        text = _scrub_jwts(text)
-    return text
+    spans = _shape_spans(text)
+    return _replace(text, spans) if spans else text
 
 
 def _redact_positions_and_shapes(text: str) -> str:
-    text = _scrub_shapes(text)
+    """``text`` with its credentials by position and its token shapes replaced.
+
+    Every finder reads the same text, and what any of them finds is replaced (overlapping finds
+    as one): none can hide a credential from another by replacing part of it first, as the
+    token shape ``Bearer X-Api-Key`` would hide the header line ``X-Api-Key: k1`` from the
+    finder of header lines.
+    """
+    # Each finder adds what it finds to the list it is given, and returns it. (No list until a
+    # finder runs, and _shape_spans inline: this runs for every text.)
+    spans: list[Span] | None = None
+    for hint in _TOKEN_HINTS:
+        if hint in text:
+            spans = [token.span() for token in _TOKEN_SHAPES.finditer(text)]
+            break
+    if "eyJ" in text:
+        spans = _jwt_spans(text, spans or [])
     if "(" in text and ("'" in text or '"' in text):
-        text = _scrub_pairs(text)
+        spans = _pair_spans(text, spans or [])
     if "://" in text:
-        text = _scrub_userinfo(text)
+        spans = _userinfo_spans(text, spans or [])
     if "=" in text or ":" in text:
-        text = _scrub_assignments(text)
-    return text
+        spans = _assignment_spans(text, spans or [])
+    return _replace(text, spans) if spans else text
+
+
+def _replace(text: str, spans: list[Span]) -> str:
+    """``text`` with each span (start, end) replaced by the marker, overlapping spans by one."""
+    spans.sort()
+    pieces: list[str] = []
+    done = 0
+    start, end = spans[0]
+    for next_start, next_end in spans:
+        if next_start < end:  # overlaps (the first span overlaps itself)
+            end = max(end, next_end)
+            continue
+        pieces += (text[done:start], REDACTED)
+        done = end
+        start, end = next_start, next_end
+    pieces += (text[done:start], REDACTED)
+    return "".join(pieces) + text[end:]
 
 
 _PATH_PARAMETER = re.compile(r";(?P<name>[^;=/?#]*)=(?P<value>[^;/?#]*)")
@@ -506,8 +556,10 @@ def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
                 pairs.append(f"{name}{equals}{shown}")
         if pairs:
             base = f"{base}?{'&'.join(pairs)}"
-    secrets = _with_call_secrets(secrets)
-    return _scrub_shapes(_scrub_exact(base, secrets) if secrets else base)
+    ambient = _CALL_SECRETS.get()
+    if secrets or ambient:
+        base = _scrub_exact(base, (*secrets, *ambient))
+    return _scrub_shapes(base)
 
 
 def _path_parameter(match: re.Match[str]) -> str:

@@ -141,6 +141,16 @@ from tdk._redact import REDACTED, call_secrets, end_call_secrets, redact_text, r
         ),
         pytest.param("token=) x", "token=) x", id="only-a-closing-bracket"),
         pytest.param(
+            "sent key=X-RapidAPI-Key: rk-123456\nok",
+            "sent key=[REDACTED] [REDACTED]\nok",
+            id="value-ending-where-another-begins",
+        ),
+        pytest.param(
+            "Bearer X-RapidAPI-Key: rk-123456\nnext",
+            "[REDACTED]: [REDACTED]\nnext",
+            id="token-shape-over-a-header-name",
+        ),
+        pytest.param(
             "GET https://h/app;jsessionid=J-666 failed",
             "GET https://h/app;jsessionid=[REDACTED] failed",
             id="path-parameter-in-text",

@@ -20,11 +20,18 @@ from tdk._redact import (
     REDACTED,
     SECRET_HEADER_NAMES,
     SECRET_QUERY_NAMES,
-    _scrub_assignments,
+    _assignment_spans,
+    _replace,
     _value_end,
     credential_key,
     credential_parameter,
 )
+
+
+def _scrub_assignments(text: str) -> str:
+    spans = _assignment_spans(text, [])
+    return _replace(text, spans) if spans else text
+
 
 _ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+[\"']?")
 
@@ -33,7 +40,7 @@ def _reference_scrub(text: str) -> str:
     pieces: list[str] = []
     done = 0
     for match in _ASSIGNMENT.finditer(text):
-        if match.start() < done:
+        if match.start() < done and match.end(3) < done:
             continue
         name = match[1].lower()
         if "%" in name:

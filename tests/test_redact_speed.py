@@ -57,6 +57,8 @@ CASES = [
     pytest.param(lambda: redact_text(repeat("a") + ":"), id="name-before-a-separator"),
     pytest.param(lambda: redact_text(repeat(":=")), id="separators-without-names"),
     pytest.param(lambda: redact_text(repeat("a=")), id="separators-with-names"),
+    pytest.param(lambda: redact_text(repeat("ab-") + ": v"), id="long-name-of-many-words"),
+    pytest.param(lambda: redact_text(repeat("x-") + "key: v"), id="long-credential-name"),
     pytest.param(
         lambda: redact_text(repeat("password" + " " * 100 + "=" + " " * 100 + "&")),
         id="spaces-around-separators",
