@@ -4,8 +4,9 @@ Everything tdk writes for a model, a developer or a log passes through :func:`re
 (free text) or :func:`redact_url` (URLs). Three layers, strongest first:
 
 1. exact values the caller knows are secret (context secrets, the request's credentials);
-2. credentials by position: URL userinfo, credential-bearing query parameters, header lines
-   such as ``Authorization: ...``;
+2. credentials by position: URL userinfo, and the values under names that look like a
+   credential's (:func:`credential_name`: ``Authorization``, ``X-RapidAPI-Key``,
+   ``api_key``...) in header lines, queries, JSON and ``(name, value)`` pairs;
 3. well-known token shapes (``sk-...``, ``ghp_...``, ``AKIA...``, JWTs, ``Bearer ...``).
 """
 
@@ -15,11 +16,15 @@ import re
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar, Token
 from typing import Final
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_plus
 
 REDACTED: Final = "[REDACTED]"
+#: Where a credential lies in a text: (start, end), as ``re.Match.span()`` gives it.
+Span = tuple[int, int]
 
-#: Query parameter names whose values are credentials (compared case-insensitively).
+#: Query parameter names whose values are credentials (compared case-insensitively), beside
+#: those :func:`credential_name` finds (``code``, ``sig``, Azure SAS ``se``/``sv``,
+#: OpenWeatherMap's ``appid``...).
 SECRET_QUERY_NAMES: Final = frozenset(
     name.lower()
     for name in (
@@ -28,7 +33,7 @@ SECRET_QUERY_NAMES: Final = frozenset(
         "sig", "se", "sv", "session", "jwt", "x-amz-signature", "x-amz-credential",
         "x-amz-security-token", "x-goog-signature", "x-goog-credential", "private_token",
         "auth_token", "access_key", "secret_key", "api_secret", "private_key", "sessionid",
-        "jsessionid", "client_assertion",
+        "jsessionid", "client_assertion", "appid",
     )
 )  # fmt: skip
 
@@ -47,20 +52,97 @@ SECRET_HEADER_NAMES: Final = frozenset(
 )  # fmt: skip
 
 #: Keys of structured data (``details``, JSON) whose values are credentials wherever they are.
+#: :func:`credential_key` says the same of any key, by the rule of :func:`credential_name`.
 SECRET_KEYS: Final = (SECRET_HEADER_NAMES | SECRET_QUERY_NAMES) - _AMBIGUOUS_NAMES
 
-#: Query parameters whose values are kept in redacted URLs; every other value is replaced.
-SAFE_QUERY_NAMES: Final = frozenset(
-    ("page", "per_page", "page_size", "limit", "offset", "cursor", "sort", "order", "api-version")
-)
+#: Words that make a name a credential's when one of the name's words is, or ends with, one of
+#: them (``X-Vault-Token``, ``accessToken``, ``Stripe-Signature``, ``oauth``).
+CREDENTIAL_WORDS: Final = (
+    "token", "secret", "password", "passwd", "passphrase", "pwd", "auth", "authorization",
+    "signature", "session", "sessionid", "sessid", "cookie", "credential", "credentials", "jwt",
+    "bearer", "csrf", "xsrf",
+)  # fmt: skip
+#: ``key`` is a credential word only as a whole word (``X-RapidAPI-Key``, ``private_key``), or
+#: at the end of a word after one of these (``apikey``, ``accessKey``): too many other words end
+#: with it (``monkey``, ``hockey``, ``primaryKey``, ``sortkey``).
+KEY_QUALIFIERS: Final = (
+    "api", "access", "secret", "private", "auth", "pass", "app", "client", "master", "account",
+    "subscription", "license", "signing", "session",
+)  # fmt: skip
+#: What a word of a credential name may end with (``key`` alone is checked apart).
+_ENDINGS: Final = CREDENTIAL_WORDS + tuple(qualifier + "key" for qualifier in KEY_QUALIFIERS)
+_WORD_SEPARATOR = re.compile(r"[-_.\s\[\]]")
+#: What each name (lower-case) was judged to be: (has a credential word, is a well-known
+#: header, is a credential parameter, is a credential key; see :func:`_judge`). Short names
+#: only, and emptied when full: the names every error repeats (``KeyError``, field names)
+#: cost one lookup.
+_JUDGED: dict[str, tuple[bool, bool, bool, bool]] = {}
+_JUDGED_MAX: Final = 4096
+#: Values of names that only :func:`credential_name` marks (not the fixed lists above) are
+#: scrubbed by exact value from this length on: ``X-Session-Affinity: true`` must not scrub
+#: every "true" from a text.
+SHORTEST_INFERRED_SECRET: Final = 8
+
+
+def credential_name(name: str) -> bool:
+    """Whether ``name`` (of a header, a parameter, a key) looks like a credential's.
+
+    It does when one of its words (split on ``-``, ``_``, ``.``, spaces and brackets, compared
+    case-insensitively) is, or ends with, a word of :data:`CREDENTIAL_WORDS`, or is ``key``
+    (see :data:`KEY_QUALIFIERS`): ``X-RapidAPI-Key``, ``DD-API-KEY``, ``apikey``,
+    ``X-CSRF-Token``, ``Stripe-Signature``, ``client_secret``; not ``monkey``, ``author`` or
+    ``max_tokens``. A name with such a word among others counts too (``token_type``,
+    ``Idempotency-Key``): a value hidden for nothing costs less than a credential shown.
+    """
+    return _judge(name.lower())[0]
+
+
+def _judge(lowered: str) -> tuple[bool, bool, bool, bool]:
+    """What the lower-case name ``lowered`` is: (has a credential word, is a well-known header,
+    is a credential parameter, is a credential key)."""
+    verdict = _JUDGED.get(lowered)
+    if verdict is not None:
+        return verdict
+    word = False
+    for part in _WORD_SEPARATOR.split(lowered):
+        if part.endswith(_ENDINGS) or part == "key":
+            word = True
+            break
+    verdict = (
+        word,
+        lowered in SECRET_HEADER_NAMES,
+        word or lowered in SECRET_QUERY_NAMES,
+        lowered not in _AMBIGUOUS_NAMES and (word or lowered in SECRET_KEYS),
+    )
+    if len(lowered) <= 64:
+        if len(_JUDGED) >= _JUDGED_MAX:
+            _JUDGED.clear()
+        _JUDGED[lowered] = verdict
+    return verdict
+
+
+def credential_key(name: str) -> bool:
+    """Whether the value under the key ``name`` of structured data (``details``, a JSON object,
+    a ``(name, value)`` pair) is a credential: :func:`credential_name`, except for the bare
+    words ``key``, ``auth`` and ``session`` (``{"key": "id"}``, ``"session": 3``); and the
+    names of :data:`SECRET_KEYS`."""
+    return _judge(name.lower())[3]
+
+
+def credential_parameter(name: str) -> bool:
+    """Whether the value of the query or path parameter ``name`` (decoded) is a credential:
+    :func:`credential_name`, and the names of :data:`SECRET_QUERY_NAMES` (``code``, ``sig``,
+    Azure SAS ``se``/``sv``...)."""
+    return _judge(name.lower())[2]
+
 
 #: Exact secret values shorter than this are not scrubbed (see :func:`redact_text`).
 SHORTEST_EXACT_SECRET: Final = 4
 #: Characters read past a cut so that a secret straddling it is still recognised whole.
 _REDACTION_LOOKAHEAD: Final = 4096
 
-# Userinfo runs to the LAST '@' before the path: a password may itself contain '@'.
-_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s?#]*@")
+#: The authority of a URL, read from just after its ``://`` (see :func:`_userinfo_spans`).
+_AUTHORITY = re.compile(r"[^/\s?#]*+")
 # Every ``name:`` / ``name=`` is found from its separator: the separators are found with
 # ``str.find``, and the name is read backwards from each, on the reversed text.
 # This finds exactly the matches of the forward pattern
@@ -80,10 +162,39 @@ _QUOTED_VALUE: Final = {
 }
 
 
-def _value_pattern(unquoted: re.Pattern[str], opening: str) -> re.Pattern[str]:
-    """The pattern of a credential's value: ``unquoted``, unless the character before the
-    value (``opening``) is a quote."""
-    return _QUOTED_VALUE.get(opening, unquoted)
+#: Closing brackets, and the opening bracket of each.
+_OPENERS: Final = {")": "(", "]": "[", "}": "{"}
+#: What may end an unquoted value in prose: closing brackets and punctuation.
+_TRAILING: Final = frozenset(")]},.;:!?")
+
+
+def _value_end(unquoted: re.Pattern[str], text: str, start: int) -> int:
+    """Where the credential's value that starts at ``start`` ends: at its closing quote when it
+    opens with one (``text[start - 1]``); else where ``unquoted`` stops, but before the first
+    closing bracket at its end (among trailing punctuation) that was not opened in it:
+    ``(password=hunter2).`` and ``f(key=g(x)),`` keep their last ``)``."""
+    quoted = _QUOTED_VALUE.get(text[start - 1])
+    value = (quoted or unquoted).match(text, start)
+    assert value is not None  # every value pattern matches the empty string
+    end = value.end()
+    if quoted is not None or end == start or text[end - 1] not in _TRAILING:
+        return end
+    tail = end
+    while tail > start and text[tail - 1] in _TRAILING:
+        tail -= 1
+    # Brackets of the value before its tail are counted, not paired: linear, and only the
+    # tail's brackets and punctuation can ever be left out of the value.
+    body = text[start:tail]
+    open_brackets = {
+        close: body.count(open_) - body.count(close) for close, open_ in _OPENERS.items()
+    }
+    for index in range(tail, end):
+        char = text[index]
+        if char in _OPENERS:
+            if open_brackets[char] <= 0:
+                return index
+            open_brackets[char] -= 1
+    return end
 
 
 _TOKEN_SHAPES = re.compile(
@@ -96,16 +207,21 @@ _TOKEN_SHAPES = re.compile(
     | \bgithub_pat_[A-Za-z0-9_]{20,}
     | \bxox[abpr]-[A-Za-z0-9-]{10,}
     | \bAKIA[0-9A-Z]{16}\b
-    | \beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}
     """,
     re.VERBOSE,
 )
 #: Substrings every token shape contains; text with none of them skips the token pass.
-_TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA", "eyJ")
+_TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA")
+#: A JSON Web Token: three base64url segments, the first (a JSON header) starting ``eyJ``.
+#: Found from each ``eyJ`` (see :func:`_jwt_spans`), not by the alternation above: as one of its
+#: branches (``\beyJ...``), every ``eyJ`` of a long run such as ``eyJ-eyJ-...`` was tried as a
+#: start, each reading to the end of the run, which was quadratic.
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+")
+_JWT_RUN = re.compile(r"[A-Za-z0-9_-]*+")
 #: The start of a (name, value) pair as Python writes it, up to the value's opening quote: a
 #: repr of a list of header tuples, as httpx shows repeated headers
 #: (``Headers([('x-api-key', '...'), ...])``) and ``headers.raw`` gives them (as bytes).
-#: Only the pair of a credential name goes on to its value (:func:`_scrub_pairs`): a pair of
+#: Only the pair of a credential name goes on to its value (:func:`_pair_spans`): a pair of
 #: any other name consumes nothing, so an unbalanced quote in it cannot hide the next pair.
 _PAIR_OPENER = re.compile(
     r"""\(\s*b?(?P<q1>['"])(?P<name>[A-Za-z0-9_.-]{1,64})(?P=q1)\s*,\s*b?(?P<q2>['"])"""
@@ -125,34 +241,40 @@ def _separators(text: str) -> Iterator[int]:
             equals = text.find("=", equals + 1)
 
 
-def _scrub_assignments(text: str) -> str:
-    pieces: list[str] = []
+def _assignment_spans(text: str, spans: list[Span]) -> list[Span]:
+    """The values of credential names before ``:`` or ``=`` (see the comment on
+    ``_NAME_BEFORE_REVERSED``), in order, none overlapping another."""
     done = 0
     size = len(text)
     reversed_text = text[::-1]
     for at in _separators(text):
         before = _NAME_BEFORE_REVERSED.match(reversed_text, size - at)
-        if before is None or size - before.end() < done:
-            continue  # no name, or inside a value already removed
+        if before is None or (size - before.end() < done and at + 1 < done):
+            continue  # no name, or inside a value already found (but not ending it:
+            # in "key=X-Api-Key: k1", the value "X-Api-Key:" ends where another begins)
         name = before[2][::-1].lower()
         if "%" in name:
             name = unquote(name)
-        if name in SECRET_HEADER_NAMES:  # a header line: the value runs to the end of the line
+        _, header, parameter, key = _JUDGED.get(name) or _judge(name)
+        if header:  # a header line: the value runs to the end of the line
             unquoted = _HEADER_VALUE
-        elif name in SECRET_QUERY_NAMES and (
-            text[at] == "=" or (before[1] and name not in _AMBIGUOUS_NAMES)  # "api_key": "..."
-        ):
+        elif text[at] == "=":  # api_key=..., key=...
+            if not parameter:
+                continue
             unquoted = _QUERY_VALUE
-        else:
+        elif not key:  # "key": "id", primary key: 5
             continue
+        elif before[1] or not ("-" in name or "_" in name or "." in name):
+            unquoted = _QUERY_VALUE  # "api_key": ..., password: ...: one word
+        else:  # X-RapidAPI-Key: ...: a header line
+            unquoted = _HEADER_VALUE
         after = _AFTER_SEPARATOR.match(text, at + 1)
         assert after is not None  # it matches the empty string
-        value = _value_pattern(unquoted, text[after.end() - 1]).match(text, after.end())
-        assert value is not None  # both value patterns match the empty string
-        if value.end() > after.end():
-            pieces += (text[done : after.end()], REDACTED)
-            done = value.end()
-    return "".join(pieces) + text[done:] if pieces else text
+        end = _value_end(unquoted, text, after.end())
+        if end > after.end():
+            spans.append((after.end(), end))
+            done = end
+    return spans
 
 
 #: The exact secret values of the tool call running in this context (its ``ToolContext``'s
@@ -194,13 +316,73 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     ambient = _CALL_SECRETS.get()
     if ambient:
         secrets = (*secrets, *ambient)
-    if secrets:  # exact values first, over the whole text (linear, and nothing is cut yet)
-        exact = {s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET}
-        for secret in sorted(exact, key=len, reverse=True):
-            text = text.replace(secret, REDACTED)
+    if secrets:  # exact values first, over the whole text (nothing is cut yet)
+        text = _scrub_exact(text, secrets)
     if limit is not None and len(text) > limit:
         return _redact_head(text, limit)
     return _redact_positions_and_shapes(text)
+
+
+#: Above this many (secrets x characters of text), :func:`_scrub_exact` makes one pass over the
+#: text instead of one search per secret: a request may carry thousands of credentials (a long
+#: query of ``token=`` pairs), and searching 64 KiB of text once for each took a third of a
+#: second.
+_ONE_PASS_WORK: Final = 2_000_000
+
+
+def _scrub_exact(text: str, secrets: Iterable[str]) -> str:
+    """Every occurrence of every secret (of at least ``SHORTEST_EXACT_SECRET`` characters)
+    replaced, longest first: one ``str.replace`` each, or one pass over the text for all of
+    them (:func:`_scrub_many`) when that would mean searching a long text for many secrets."""
+    exact = {s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET}
+    if len(exact) * len(text) > _ONE_PASS_WORK:
+        return _scrub_many(text, exact)
+    for secret in sorted(exact, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _scrub_many(text: str, secrets: Iterable[str]) -> str:
+    """Every character covered by an occurrence of a secret replaced, each run of them (of
+    overlapping occurrences) by one marker, in a single pass: Aho-Corasick, in time linear in
+    the length of the text plus that of the secrets, however many there are."""
+    # The trie of the secrets; ``longest[node]``: the longest secret ending at ``node``.
+    goto: list[dict[str, int]] = [{}]
+    longest = [0]
+    for secret in secrets:
+        node = 0
+        for char in secret:
+            child = goto[node].get(char)
+            if child is None:
+                child = len(goto)
+                goto[node][char] = child
+                goto.append({})
+                longest.append(0)
+            node = child
+        longest[node] = len(secret)
+    # Failure links, breadth first: the longest proper suffix of a node's text in the trie.
+    fail = [0] * len(goto)
+    queue = list(goto[0].values())
+    for node in queue:  # (the list grows as it is walked)
+        for char, child in goto[node].items():
+            queue.append(child)
+            back = fail[node]
+            while back and char not in goto[back]:
+                back = fail[back]
+            fail[child] = goto[back].get(char, 0)
+            longest[child] = max(longest[child], longest[fail[child]])
+    runs: list[Span] = []
+    node = 0
+    for index, char in enumerate(text):
+        while node and char not in goto[node]:
+            node = fail[node]
+        node = goto[node].get(char, 0)
+        if longest[node]:
+            start = index + 1 - longest[node]
+            while runs and runs[-1][1] > start:  # overlaps the run before: one run
+                start = min(start, runs.pop()[0])
+            runs.append((start, index + 1))
+    return _replace(text, runs) if runs else text
 
 
 def _redact_head(text: str, limit: int) -> str:
@@ -224,53 +406,138 @@ def _redact_head(text: str, limit: int) -> str:
     return f"{redacted[:limit]}... [{len(text) - limit} more characters]"
 
 
-def _scrub_pairs(text: str) -> str:
-    """Values of credential-named pairs replaced: each runs to its closing quote, or to the end
-    of the text when that is not in sight (a text cut to length, or redacted by windows)."""
-    pieces: list[str] = []
+def _pair_spans(text: str, spans: list[Span]) -> list[Span]:
+    """The values of credential-named pairs: each runs to its closing quote, or to the end of
+    the text when that is not in sight (a text cut to length, or redacted by windows)."""
     done = 0
     for opener in _PAIR_OPENER.finditer(text):
-        if opener.start() < done or opener["name"].lower() not in SECRET_KEYS:
+        if opener.start() < done or not credential_key(opener["name"]):
             continue
         value = _QUOTED_VALUE[opener["q2"]].match(text, opener.end())
         assert value is not None  # it matches the empty string
         if value.end() > opener.end():
-            pieces += (text[done : opener.end()], REDACTED)
+            spans.append((opener.end(), value.end()))
             done = value.end()
-    return "".join(pieces) + text[done:] if pieces else text
+    return spans
+
+
+def _jwt_spans(text: str, spans: list[Span]) -> list[Span]:
+    """Every JWT in ``text``; what precedes one in its run (``id-eyJ...``) is not part of it.
+
+    A JWT starts at an ``eyJ`` after a word boundary. When the first such ``eyJ`` of a run of
+    base64url characters does not start a JWT, no later one in that run does (each has less of
+    the run after it, and the same text after the run), so the search resumes after the run.
+    """
+    at = text.find("eyJ")
+    while at >= 0:
+        previous = text[at - 1] if at else " "
+        if previous.isalnum() or previous == "_":  # inside a word: no boundary here
+            at = text.find("eyJ", at + 1)
+            continue
+        token = _JWT.match(text, at)
+        if token is None:
+            run = _JWT_RUN.match(text, at)
+            assert run is not None  # it matches at least the "eyJ"
+            at = text.find("eyJ", run.end())
+            continue
+        spans.append(token.span())
+        at = text.find("eyJ", token.end())
+    return spans
+
+
+def _userinfo_spans(text: str, spans: list[Span]) -> list[Span]:
+    """The userinfo of every URL in ``text``.
+
+    Each ``://`` is found with ``str.find`` and read outwards: its authority runs to the first
+    ``/``, ``?``, ``#`` or space, and the userinfo to the LAST ``@`` in it (a password may
+    itself contain ``@``). Any scheme counts, even none (``://user:pw@host``): a regular
+    expression that checked the scheme tried every word of a long run such as ``a.a.a...``
+    as its start, each reading to the ``://``, which was quadratic.
+    """
+    at = text.find("://")
+    while at >= 0:
+        start = at + 3
+        authority = _AUTHORITY.match(text, start)
+        assert authority is not None  # it matches the empty string
+        sign = text.rfind("@", start, authority.end())
+        if sign > start:
+            spans.append((start, sign))
+        at = text.find("://", at + 1)
+    return spans
+
+
+def _shape_spans(text: str) -> list[Span]:
+    spans: list[Span] = []
+    for hint in _TOKEN_HINTS:
+        if hint in text:
+            spans = [token.span() for token in _TOKEN_SHAPES.finditer(text)]
+            break
+    if "eyJ" in text:
+        _jwt_spans(text, spans)
+    return spans
+
+
+def _scrub_shapes(text: str) -> str:
+    spans = _shape_spans(text)
+    return _replace(text, spans) if spans else text
 
 
 def _redact_positions_and_shapes(text: str) -> str:
+    """``text`` with its credentials by position and its token shapes replaced.
+
+    Every finder reads the same text, and what any of them finds is replaced (overlapping finds
+    as one): none can hide a credential from another by replacing part of it first, as the
+    token shape ``Bearer X-Api-Key`` would hide the header line ``X-Api-Key: k1`` from the
+    finder of header lines.
+    """
+    # Each finder adds what it finds to the list it is given, and returns it. (No list until a
+    # finder runs, and _shape_spans inline: this runs for every text.)
+    spans: list[Span] | None = None
     for hint in _TOKEN_HINTS:
         if hint in text:
-            text = _TOKEN_SHAPES.sub(REDACTED, text)
+            spans = [token.span() for token in _TOKEN_SHAPES.finditer(text)]
             break
+    if "eyJ" in text:
+        spans = _jwt_spans(text, spans or [])
     if "(" in text and ("'" in text or '"' in text):
-        text = _scrub_pairs(text)
+        spans = _pair_spans(text, spans or [])
     if "://" in text:
-        text = _USERINFO.sub(lambda m: m["scheme"] + REDACTED + "@", text)
+        spans = _userinfo_spans(text, spans or [])
     if "=" in text or ":" in text:
-        text = _scrub_assignments(text)
-    return text
+        spans = _assignment_spans(text, spans or [])
+    return _replace(text, spans) if spans else text
+
+
+def _replace(text: str, spans: list[Span]) -> str:
+    """``text`` with each span (start, end) replaced by the marker, overlapping spans by one."""
+    spans.sort()
+    pieces: list[str] = []
+    done = 0
+    start, end = spans[0]
+    for next_start, next_end in spans:
+        if next_start < end:  # overlaps (the first span overlaps itself)
+            end = max(end, next_end)
+            continue
+        pieces += (text[done:start], REDACTED)
+        done = end
+        start, end = next_start, next_end
+    pieces += (text[done:start], REDACTED)
+    return "".join(pieces) + text[end:]
 
 
 _PATH_PARAMETER = re.compile(r";(?P<name>[^;=/?#]*)=(?P<value>[^;/?#]*)")
 
 
-def _path_parameter(match: re.Match[str]) -> str:
-    if match["name"].lower() in SAFE_QUERY_NAMES or not match["value"]:
-        return match[0]
-    return f";{match['name']}={REDACTED}"
+def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
+    """Return ``url`` without userinfo or fragment, and with every credential in it replaced.
 
-
-def redact_url(url: str) -> str:
-    """Return ``url`` without userinfo and with every query value redacted but safe ones.
-
-    Fragments are dropped. A value survives only when its name is in :data:`SAFE_QUERY_NAMES`
-    (an allowlist: an unknown parameter may be a credential); names are compared as sent, so a
-    percent-encoded name is never mistaken for a safe one. Path parameters
-    (``;jsessionid=...``) follow the same allowlist. Plain string work, no parsing: it runs on
-    every classified upstream error.
+    The value of a query parameter, or of a path parameter (``;jsessionid=...``), is replaced
+    when the parameter's name (decoded) looks like a credential's
+    (:func:`credential_parameter`: ``api_key``, ``X-Amz-Signature``, ``sig``...) or the value
+    (decoded) has a token shape; other values are kept (``?city=Oslo&page=2``). Exact
+    ``secrets`` (with those of the call running) and token shapes are replaced anywhere, the
+    path included (``/bot<token>/``). Plain string work, no parsing: it runs on every
+    classified upstream error.
     """
     base, has_query, query = url.partition("#")[0].partition("?")
     if "@" in base:
@@ -278,13 +545,34 @@ def redact_url(url: str) -> str:
         authority, slash, path = rest.partition("/") if has_scheme else ("", "", base)
         if "@" in authority:
             base = f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
-    if ";" in base:  # path parameters (``/app;jsessionid=...``): the query's allowlist applies
+    if ";" in base:
         base = _PATH_PARAMETER.sub(_path_parameter, base)
-    if not has_query:
-        return base
-    pairs = []
-    for pair in query.split("&"):
-        if pair:
-            name, _, value = pair.partition("=")
-            pairs.append(f"{name}={value if name.lower() in SAFE_QUERY_NAMES else REDACTED}")
-    return f"{base}?{'&'.join(pairs)}" if pairs else base
+    if has_query:
+        pairs = []
+        for pair in query.split("&"):
+            if pair:
+                name, equals, value = pair.partition("=")
+                shown = REDACTED if _credential_value(name, value) else value
+                pairs.append(f"{name}{equals}{shown}")
+        if pairs:
+            base = f"{base}?{'&'.join(pairs)}"
+    ambient = _CALL_SECRETS.get()
+    if secrets or ambient:
+        base = _scrub_exact(base, (*secrets, *ambient))
+    return _scrub_shapes(base)
+
+
+def _path_parameter(match: re.Match[str]) -> str:
+    if _credential_value(match["name"], match["value"]):
+        return f";{match['name']}={REDACTED}"
+    return match[0]
+
+
+def _credential_value(name: str, value: str) -> bool:
+    """Whether the value of the parameter ``name`` (both as sent in a URL) is a credential."""
+    if not value:
+        return False
+    if credential_parameter(unquote_plus(name) if "%" in name or "+" in name else name):
+        return True
+    decoded = unquote_plus(value) if "%" in value or "+" in value else value
+    return _scrub_shapes(decoded) != decoded

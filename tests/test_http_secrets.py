@@ -12,6 +12,7 @@ import pytest
 import respx
 
 import tdk.http
+from tdk import ToolContext, tool
 from tdk.errors import ErrorInfo, UpstreamError
 
 # None of these has a well-known token shape: only exact-value scrubbing can catch them.
@@ -82,7 +83,7 @@ def test_hook_scrubs_every_credential(status: int, caplog: pytest.LogCaptureFixt
     assert tdk_records  # the hook logged the failure at DEBUG...
     assert_clean({"log": "\n".join(record.getMessage() for record in tdk_records)})  # cleanly
     assert error.details["url"] == (
-        "https://api.example.com/v1/search?api_key=[REDACTED]&q=[REDACTED]&page=2"
+        "https://api.example.com/v1/search?api_key=[REDACTED]&q=weather&page=2"
     )
     assert error.details["request_id"] == "req-[REDACTED]"
 
@@ -196,3 +197,70 @@ def test_percent_encoded_secret_query_names_are_recognised() -> None:
         with tdk.http.install(httpx.Client()) as client, pytest.raises(UpstreamError) as caught:
             client.get(url)
     assert caught.value.message.endswith('Upstream message: "no key [REDACTED]"')
+
+
+# A value of each shape, none a well-known token shape: only the name says it is a credential.
+VENDOR_KEY = "rk-7c1d9e2f4a6b8c0d1e"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "X-RapidAPI-Key", "DD-API-KEY", "X-Algolia-API-Key", "apikey", "X-Auth-Key",
+        "X-Vault-Token", "X-CSRF-Token", "Stripe-Signature", "X-Mashape-Key",
+    ],
+)  # fmt: skip
+def test_echoed_vendor_key_headers_are_scrubbed(header: str) -> None:
+    """An upstream that echoes a credential header it refused (in its words, and as a JSON key
+    and a header line) leaves its value nowhere in the error."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        echo = f"invalid {request.headers[header]}; got {header}: {request.headers[header]}"
+        body = {"message": echo, "code": "bad_key", "headers": {header: request.headers[header]}}
+        return httpx.Response(400, json=body)
+
+    client = httpx.Client(transport=httpx.MockTransport(upstream), headers={header: VENDOR_KEY})
+    with tdk.http.install(client), pytest.raises(UpstreamError) as caught:
+        client.get("https://api.example.com/v1/x")
+    error = caught.value
+    assert VENDOR_KEY not in json.dumps(error.to_dict())
+    assert not {where for where, text in renderings(error).items() if VENDOR_KEY in text}
+    assert error.message.startswith("The upstream service rejected the request (HTTP 400). ")
+    assert "invalid [REDACTED]" in error.message
+
+
+def test_short_values_of_inferred_credential_headers_are_not_scrubbed() -> None:
+    """A short value of a header only the name rule marks (``X-Session-Affinity: true``) is
+    not scrubbed from the upstream's words; a long one is."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"message": "true: no item sess-0a1b2c3d4e here"})
+
+    headers = {"X-Session-Affinity": "true", "X-Session-Id": "sess-0a1b2c3d4e"}
+    client = httpx.Client(transport=httpx.MockTransport(upstream), headers=headers)
+    with tdk.http.install(client), pytest.raises(UpstreamError) as caught:
+        client.get("https://api.example.com/v1/x")
+    assert caught.value.message.endswith('Upstream message: "true: no item [REDACTED] here"')
+
+
+def test_a_context_secret_in_an_ordinary_parameter_is_kept_out_of_the_url() -> None:
+    """URLs keep ordinary values (``city=Oslo``), but never a secret of the call, whatever the
+    name of the parameter that carries it."""
+    secret = "ctx-0a1b2c3d4e5f6789"
+
+    @tool
+    def weather(context: ToolContext) -> str:
+        """Ask for the weather, sending the secret under an ordinary name."""
+        missing = httpx.MockTransport(lambda request: httpx.Response(404))
+        with tdk.http.install(httpx.Client(transport=missing)) as client:
+            client.get(
+                f"https://api.example.com/v1/weather?q={context.get_secret('KEY')}&city=Oslo"
+            )
+        return "sunny"
+
+    result = asyncio.run(weather.run({}, context=ToolContext(secrets={"KEY": secret})))
+    assert result.error is not None
+    assert secret not in json.dumps(result.to_dict())
+    assert (
+        result.error.details["url"] == "https://api.example.com/v1/weather?q=[REDACTED]&city=Oslo"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tdk._redact import REDACTED, redact_text, redact_url
+from tdk._redact import REDACTED, call_secrets, end_call_secrets, redact_text, redact_url
 
 
 @pytest.mark.parametrize(
@@ -52,6 +52,26 @@ from tdk._redact import REDACTED, redact_text, redact_url
         pytest.param("AKIAABCDEFGHIJKLMNOP", "[REDACTED]", id="aws-access-key"),
         pytest.param("jwt eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl end", "jwt [REDACTED] end", id="jwt"),
         pytest.param("sent Bearer abc.def-ghi_jkl", "sent [REDACTED]", id="bearer"),
+        pytest.param(
+            "sid session-eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl end",
+            "sid session-[REDACTED] end",
+            id="jwt-after-a-dash",
+        ),
+        pytest.param(
+            "eyJ-eyJab eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl",
+            "eyJ-eyJab [REDACTED]",
+            id="jwt-after-a-run-that-is-not-one",
+        ),
+        pytest.param(
+            "xeyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl",
+            "xeyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl",
+            id="jwt-shape-inside-a-word-kept",
+        ),
+        pytest.param(
+            "a://u:p@h/x and ://v:q@i",
+            "a://[REDACTED]@h/x and ://[REDACTED]@i",
+            id="userinfo-of-each-url-any-scheme",
+        ),
         pytest.param("nothing secret here: 42", "nothing secret here: 42", id="clean"),
         pytest.param(
             '{"api_key": "QQQ111222", "code": "rate_limit"}',
@@ -105,6 +125,32 @@ from tdk._redact import REDACTED, redact_text, redact_url
             id="quoted-value-with-spaces-and-escapes",
         ),
         pytest.param(
+            "login (password=hunter2hunter2) failed",
+            "login (password=[REDACTED]) failed",
+            id="closing-bracket-after-a-value",
+        ),
+        pytest.param(
+            "[token=abc]], f(api_key=g(x)), {secret=s}",
+            "[token=[REDACTED]]], f(api_key=[REDACTED]), {secret=[REDACTED]}",
+            id="closing-brackets-opened-in-the-value-kept",
+        ),
+        pytest.param(
+            "bad token (Authorization: Bearer tok-123456789)",
+            "bad token (Authorization: [REDACTED])",
+            id="closing-bracket-after-a-header-line",
+        ),
+        pytest.param("token=) x", "token=) x", id="only-a-closing-bracket"),
+        pytest.param(
+            "sent key=X-RapidAPI-Key: rk-123456\nok",
+            "sent key=[REDACTED] [REDACTED]\nok",
+            id="value-ending-where-another-begins",
+        ),
+        pytest.param(
+            "Bearer X-RapidAPI-Key: rk-123456\nnext",
+            "[REDACTED]: [REDACTED]\nnext",
+            id="token-shape-over-a-header-name",
+        ),
+        pytest.param(
             "GET https://h/app;jsessionid=J-666 failed",
             "GET https://h/app;jsessionid=[REDACTED] failed",
             id="path-parameter-in-text",
@@ -151,9 +197,43 @@ def test_limit_leaves_short_text_alone() -> None:
             id="userinfo-query-fragment",
         ),
         pytest.param(
-            "https://api.example.com/x?q=private+search&limit=5",
-            "https://api.example.com/x?q=[REDACTED]&limit=5",
-            id="unknown-param-redacted",
+            "https://api.example.com/x?q=private+search&limit=5&city=Oslo&state=CA",
+            "https://api.example.com/x?q=private+search&limit=5&city=Oslo&state=CA",
+            id="other-values-kept",
+        ),
+        pytest.param(
+            "https://h/p?X-RapidAPI-Key=a1&apiKey=b2&hapikey=c3&user%5Bpassword%5D=d4&appid=e5",
+            "https://h/p?X-RapidAPI-Key=[REDACTED]&apiKey=[REDACTED]&hapikey=[REDACTED]"
+            "&user%5Bpassword%5D=[REDACTED]&appid=[REDACTED]",
+            id="credential-names-by-rule",
+        ),
+        pytest.param(
+            "https://h/p?q=sk-abcdefghijklmnopqrstuv&r=Bearer%20abcdefghijk&s=x",
+            "https://h/p?q=[REDACTED]&r=[REDACTED]&s=x",
+            id="token-shaped-values",
+        ),
+        pytest.param(
+            "https://h/o?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F2026"
+            "&X-Amz-Date=20260101T000000Z&X-Amz-Expires=60&X-Amz-Signature=ab12",
+            "https://h/o?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=[REDACTED]"
+            "&X-Amz-Date=20260101T000000Z&X-Amz-Expires=60&X-Amz-Signature=[REDACTED]",
+            id="aws-presigned",
+        ),
+        pytest.param(
+            "https://h/c?sv=2024&se=2026&sp=r&sig=abc%2Fdef",
+            "https://h/c?sv=[REDACTED]&se=[REDACTED]&sp=r&sig=[REDACTED]",
+            id="azure-sas",
+        ),
+        pytest.param(
+            "https://h/cb?code=c-123&state=s-456",
+            "https://h/cb?code=[REDACTED]&state=s-456",
+            id="oauth-code",
+        ),
+        pytest.param("https://h/p?flag&token=", "https://h/p?flag&token=", id="nothing-to-hide"),
+        pytest.param(
+            "https://h/v1/sk-abcdefghijklmnopqrstuv/x",
+            "https://h/v1/[REDACTED]/x",
+            id="token-in-path",
         ),
         pytest.param(
             "https://x.openai.azure.com/d?api-version=2024-10-21",
@@ -161,7 +241,7 @@ def test_limit_leaves_short_text_alone() -> None:
             id="api-version-kept",
         ),
         pytest.param("https://example.com/plain", "https://example.com/plain", id="no-query"),
-        pytest.param("http://u:p@[::1:bad/?k=v", "http://[::1:bad/?k=[REDACTED]", id="malformed"),
+        pytest.param("http://u:p@[::1:bad/?k=v", "http://[::1:bad/?k=v", id="malformed"),
         pytest.param("https://a@b@host/p", "https://host/p", id="several-at-signs"),
         pytest.param("mailto:x@example.com", "mailto:x@example.com", id="no-authority"),
         pytest.param("https://host/p?&&page=1&", "https://host/p?page=1", id="empty-pairs"),
@@ -175,12 +255,15 @@ def test_limit_leaves_short_text_alone() -> None:
             id="path-parameter",
         ),
         pytest.param(
-            "https://host/a;v=1/b;page=3;x=", "https://host/a;v=[REDACTED]/b;page=3;x=", id="matrix"
+            "https://host/a;v=1/b;page=3;x=;sig=s1",
+            "https://host/a;v=1/b;page=3;x=;sig=[REDACTED]",
+            id="matrix",
         ),
     ],
 )
 def test_redact_url(url: str, expected: str) -> None:
-    """URLs lose userinfo, fragments and every query value outside the allowlist."""
+    """URLs lose userinfo, fragments and the values of credential parameters; other values are
+    kept."""
     assert redact_url(url) == expected
 
 
@@ -223,3 +306,14 @@ def test_userinfo_with_at_sign_in_password() -> None:
         redact_text("GET https://bob:p@ss@host.example/x")
         == "GET https://[REDACTED]@host.example/x"
     )
+
+
+def test_redact_url_scrubs_exact_secrets_anywhere() -> None:
+    """A known secret is replaced wherever it is in a URL, the call's own secrets included."""
+    url = "https://h/p/S3cr3tValue?q=S3cr3tValue&city=Oslo&note=call-secret-1"
+    token = call_secrets(("call-secret-1",))
+    try:
+        shown = redact_url(url, ["S3cr3tValue"])
+    finally:
+        end_call_secrets(token)
+    assert shown == "https://h/p/[REDACTED]?q=[REDACTED]&city=Oslo&note=[REDACTED]"

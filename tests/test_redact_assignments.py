@@ -1,7 +1,8 @@
 """The separator-driven ``_scrub_assignments`` finds exactly what the forward pattern found.
 
 ``_reference_scrub`` is the former implementation (one regular expression tried at the start
-of every word), kept here as the specification of the fast one.
+of every word), judging names as the fast one does (``credential_parameter`` before ``=``,
+``credential_key`` before ``:``), kept here as the specification of the fast one.
 """
 
 from __future__ import annotations
@@ -14,15 +15,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tdk._redact import (
-    _AMBIGUOUS_NAMES,
     _HEADER_VALUE,
     _QUERY_VALUE,
     REDACTED,
     SECRET_HEADER_NAMES,
     SECRET_QUERY_NAMES,
-    _scrub_assignments,
-    _value_pattern,
+    _assignment_spans,
+    _replace,
+    _value_end,
+    credential_key,
+    credential_parameter,
 )
+
+
+def _scrub_assignments(text: str) -> str:
+    spans = _assignment_spans(text, [])
+    return _replace(text, spans) if spans else text
+
 
 _ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+[\"']?")
 
@@ -31,31 +40,35 @@ def _reference_scrub(text: str) -> str:
     pieces: list[str] = []
     done = 0
     for match in _ASSIGNMENT.finditer(text):
-        if match.start() < done:
+        if match.start() < done and match.end(3) < done:
             continue
         name = match[1].lower()
         if "%" in name:
             name = unquote(name)
-        opening = text[match.end() - 1]  # a quote when the value is quoted
         if name in SECRET_HEADER_NAMES:
-            value = _value_pattern(_HEADER_VALUE, opening).match(text, match.end())
-        elif name in SECRET_QUERY_NAMES and (
-            match[3] == "=" or (match[2] and name not in _AMBIGUOUS_NAMES)
-        ):
-            value = _value_pattern(_QUERY_VALUE, opening).match(text, match.end())
+            unquoted = _HEADER_VALUE
+        elif match[3] == "=" and credential_parameter(name):
+            unquoted = _QUERY_VALUE
+        elif match[3] == ":" and credential_key(name):
+            several_words = not match[2] and any(c in name for c in "-_.")
+            unquoted = _HEADER_VALUE if several_words else _QUERY_VALUE
         else:
             continue
-        assert value is not None
-        if value.end() > match.end():
+        end = _value_end(unquoted, text, match.end())
+        if end > match.end():
             pieces += (text[done : match.end()], REDACTED)
-            done = value.end()
+            done = end
     return "".join(pieces) + text[done:] if pieces else text
 
 
-_NAMES = [*sorted(SECRET_HEADER_NAMES | SECRET_QUERY_NAMES), "x", "Key", "api%5Fkey", "error"]
+_NAMES = [
+    *sorted(SECRET_HEADER_NAMES | SECRET_QUERY_NAMES),
+    *("x", "Key", "api%5Fkey", "error", "X-RapidAPI-Key", "monkey", "primary", "sort_key"),
+]
 _PIECES = st.one_of(
     st.sampled_from(_NAMES),
     st.sampled_from([":", "=", " ", "  ", "\t", "\n", "'", '"', ",", "}", "&", "#", "%", "-"]),
+    st.sampled_from(["(", ")", "[", "]", "{", "))"]),
     st.sampled_from(["\u00a0", "\u2003", "é", "abc", "s3cr3t", "a.b", "1"]),
     st.text(alphabet="ab=:'\" _-%.\n", max_size=6),
 )

@@ -20,7 +20,15 @@ from urllib.parse import unquote_plus
 
 import httpx
 
-from tdk._redact import SECRET_HEADER_NAMES, SECRET_QUERY_NAMES, redact_text, redact_url
+from tdk._redact import (
+    SECRET_HEADER_NAMES,
+    SECRET_QUERY_NAMES,
+    SHORTEST_INFERRED_SECRET,
+    credential_name,
+    credential_parameter,
+    redact_text,
+    redact_url,
+)
 from tdk.errors import MAX_DEVELOPER_MESSAGE_CHARS, ErrorKind, UpstreamError, UpstreamRateLimitError
 from tdk.http._body import MAX_TOKEN_CHARS, UpstreamBody, clean, parse_body, supported_encoding
 from tdk.http._ratelimit import RateLimitState, rate_limit_state
@@ -165,29 +173,38 @@ def adopt(error: object, response: httpx.Response) -> UpstreamError:
 def request_secrets(request: httpx.Request | None) -> list[str]:
     """The credentials a request carried, to be scrubbed by exact value from every text.
 
-    Values of the headers in ``SECRET_HEADER_NAMES`` (whole, the token after the scheme, the
-    decoded ``Basic`` pair, each cookie value), the URL's userinfo, and the values of secret
-    query parameters (decoded and raw).
+    Values of the headers whose names look like a credential's
+    (:func:`~tdk._redact.credential_name`: ``Authorization``, ``X-RapidAPI-Key``,
+    ``X-Vault-Token``...): whole, the token after the scheme, the decoded ``Basic`` pair, each
+    cookie value. The URL's userinfo, and the values of credential query parameters (decoded
+    and raw). A value that only the rule marks (not ``SECRET_HEADER_NAMES`` or
+    ``SECRET_QUERY_NAMES``) counts from ``SHORTEST_INFERRED_SECRET`` characters:
+    ``X-Session-Affinity: true`` does not make every "true" a secret.
     """
     if request is None:
         return []
     found: list[str] = []
     for raw_name, raw_value in request.headers.raw:  # no decoding of the harmless headers
         lowered = raw_name.decode("latin-1").lower()
-        if lowered not in SECRET_HEADER_NAMES:
+        listed = lowered in SECRET_HEADER_NAMES
+        if not listed and not credential_name(lowered):
             continue
         value = raw_value.decode("latin-1")
+        values: list[str] = []
         if not value.isascii():  # a value given as bytes: most likely UTF-8
-            found.append(raw_value.decode("utf-8", "replace"))
-        found.append(value)
+            values.append(raw_value.decode("utf-8", "replace"))
+        values.append(value)
         scheme, _, credential = value.strip().partition(" ")
         credential = credential.strip()
         if credential:
-            found.append(credential)
+            values.append(credential)
         if scheme.lower() == "basic":
-            found.extend(_basic_pair(credential))
+            values.extend(_basic_pair(credential))
         if lowered in ("cookie", "set-cookie"):
-            found.extend(part.partition("=")[2].strip() for part in value.split(";"))
+            values.extend(part.partition("=")[2].strip() for part in value.split(";"))
+        if not listed:
+            values = [v for v in values if len(v.strip()) >= SHORTEST_INFERRED_SECRET]
+        found.extend(values)
     url = request.url
     if url.userinfo:
         found.extend((url.userinfo.decode("ascii", "replace"), url.password or ""))
@@ -196,8 +213,11 @@ def request_secrets(request: httpx.Request | None) -> list[str]:
         name, _, raw = pair.partition("=")
         if "%" in name or "+" in name:
             name = unquote_plus(name)
-        if name.lower() in SECRET_QUERY_NAMES:
-            found.extend((raw, unquote_plus(raw)))
+        if credential_parameter(name):
+            values = [raw, unquote_plus(raw)]
+            if name.lower() not in SECRET_QUERY_NAMES:
+                values = [v for v in values if len(v.strip()) >= SHORTEST_INFERRED_SECRET]
+            found.extend(values)
     return found
 
 
@@ -232,12 +252,9 @@ def _really_rate_limit(
 
 
 def redacted_url(url: httpx.URL, secrets: Sequence[str]) -> str:
-    """Userinfo dropped, query values redacted but an allowlist; a secret or a token shape in
-    the path (``/bot<token>/``) scrubbed too."""
-    redacted = redact_url(str(url))
-    if secrets or redact_text(url.path) != url.path:
-        return redact_text(redacted, secrets)
-    return redacted
+    """``url`` as :func:`~tdk._redact.redact_url` shows it: no userinfo; the values of
+    credential parameters, token shapes and ``secrets`` replaced, wherever they are."""
+    return redact_url(str(url), secrets)
 
 
 def _out_of_quota(parsed: UpstreamBody) -> bool:

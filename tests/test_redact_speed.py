@@ -1,0 +1,116 @@
+"""Redaction takes time linear in its input, whatever the outside sends.
+
+Argument keys, tool names and upstream bodies reach :func:`redact_text` from the outside, up to
+64 KiB at a time, on the event loop. Each case is the hostile input for the shape of one scan:
+a long run that every start of a pattern reads to its end, or that a loop walks once per
+element. Quadratic scans took seconds on these; linear ones take milliseconds, so the bound is
+generous.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from tdk._redact import REDACTED, redact_text, redact_url
+from tdk.http._classify import request_secrets
+
+SIZE = 65_536
+BOUND_SECONDS = 0.25
+
+
+def seconds(call: Callable[[], object]) -> float:
+    """The better of two runs (on a shared machine the faster is the less disturbed)."""
+    best = float("inf")
+    for _ in range(2):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def repeat(piece: str, size: int = SIZE) -> str:
+    return piece * (size // len(piece))
+
+
+#: Exact values a 64 KiB query of ``token=`` pairs brings: each is a secret to scrub, and each
+#: shares a long prefix with the text below.
+MANY_SECRETS = [f"aaaaaa{i:04d}" for i in range(5_000)]
+#: A 64 KiB query whose every pair carries a credential (httpx refuses longer URLs).
+MANY_PAIRS = "https://h.example/p?" + "&".join(f"token=aaaaaa{i:04d}" for i in range(3_800))
+
+CASES = [
+    pytest.param(lambda: redact_text(repeat("a.") + "://"), id="userinfo-scheme-run"),
+    pytest.param(
+        lambda: redact_text(repeat("a.", 4096) + "://" + repeat("b", SIZE - 4096)),
+        id="userinfo-authority-after-a-scheme-run",
+    ),
+    pytest.param(lambda: redact_text(repeat("a://")), id="userinfo-many-schemes"),
+    pytest.param(lambda: redact_text(repeat("eyJ-")), id="jwt-run-of-starts"),
+    pytest.param(lambda: redact_text(repeat("eyJaaaaa.")), id="jwt-run-of-segments"),
+    pytest.param(lambda: redact_text(repeat("-eyJaaaaa.bbbbb")), id="jwt-two-segments"),
+    pytest.param(lambda: redact_text(repeat("sk-") + repeat("xoxb-")), id="token-prefix-runs"),
+    pytest.param(lambda: redact_text(repeat("Bearer" + " " * 60)), id="token-after-spaces"),
+    pytest.param(lambda: redact_text(repeat("a") + ":"), id="name-before-a-separator"),
+    pytest.param(lambda: redact_text(repeat(":=")), id="separators-without-names"),
+    pytest.param(lambda: redact_text(repeat("a=")), id="separators-with-names"),
+    pytest.param(lambda: redact_text(repeat("ab-") + ": v"), id="long-name-of-many-words"),
+    pytest.param(lambda: redact_text(repeat("x-") + "key: v"), id="long-credential-name"),
+    pytest.param(
+        lambda: redact_text(repeat("password" + " " * 100 + "=" + " " * 100 + "&")),
+        id="spaces-around-separators",
+    ),
+    pytest.param(lambda: redact_text(repeat("api_key=")), id="chain-of-assignments"),
+    pytest.param(lambda: redact_text(repeat("Authorization: x\n")), id="header-lines"),
+    pytest.param(lambda: redact_text(repeat("'api_key': '")), id="unclosed-quoted-values"),
+    pytest.param(lambda: redact_text("(password=" + repeat(")")), id="closing-brackets"),
+    pytest.param(
+        lambda: redact_text("password=" + repeat("(") + repeat(").,")),
+        id="brackets-and-punctuation",
+    ),
+    pytest.param(lambda: redact_text(repeat("token=b).")), id="tails-of-many-values"),
+    pytest.param(lambda: redact_text(repeat("('x-api-key', ")), id="pair-openers"),
+    pytest.param(lambda: redact_text(repeat("(" + " " * 60) + "'"), id="pair-openers-spaced"),
+    pytest.param(lambda: redact_text(repeat("('aaaa', 'b'), ")), id="pairs-of-other-names"),
+    pytest.param(
+        lambda: redact_text(repeat("ghp_" + "a" * 36 + " "), limit=300), id="head-window-shrinks"
+    ),
+    pytest.param(lambda: redact_text(repeat("a"), MANY_SECRETS), id="many-exact-secrets"),
+    pytest.param(
+        lambda: redact_text(repeat("a"), MANY_SECRETS, limit=300), id="many-secrets-limit"
+    ),
+    pytest.param(lambda: redact_url("https://h/" + repeat(";a=b")), id="url-path-parameters"),
+    pytest.param(lambda: redact_url("https://h/" + repeat(";") + "=x"), id="url-semicolons"),
+    pytest.param(lambda: redact_url("https://h/p?" + repeat("a=b&")), id="url-query-pairs"),
+    pytest.param(lambda: redact_url("https://" + repeat("@") + "/x"), id="url-at-signs"),
+    pytest.param(
+        lambda: request_secrets(httpx.Request("GET", MANY_PAIRS)), id="request-with-many-pairs"
+    ),
+]
+
+
+@pytest.mark.parametrize("call", CASES)
+def test_redaction_is_linear_on_hostile_input(call: Callable[[], object]) -> None:
+    """64 KiB of the input that would make the scan quadratic is redacted in milliseconds."""
+    assert seconds(call) < BOUND_SECONDS
+
+
+def test_many_secrets_are_all_scrubbed() -> None:
+    """The one-pass scrub of many secrets leaves no occurrence of any, overlapping ones and ones
+    inside others included, and keeps the rest of the text."""
+    secrets = [f"key-{i:05d}" for i in range(1_000)] + ["key-00001-long", "00002-ke"]
+    text = "a key-00001-long b key-00002-key-00003 c key-99999 d " * 100
+    out = redact_text(text, secrets)
+    assert not any(secret in out for secret in secrets)
+    assert out.count("key-99999") == 100
+    assert out.replace(REDACTED, "").replace("-", "") == "a  b  c key99999 d " * 100
+
+
+def test_secrets_of_a_request_with_many_pairs_are_scrubbed() -> None:
+    """Every credential of a long query is scrubbed from an upstream's long echo of them."""
+    secrets = request_secrets(httpx.Request("GET", MANY_PAIRS))
+    echo = " ".join(f"aaaaaa{i:04d}" for i in range(3_800))
+    assert set(redact_text(echo, secrets).split()) == {REDACTED}
