@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Final, Literal, Self, TypedDict, TypeVar, Unpa
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tdk._redact import REDACTED, SECRET_KEYS, redact_text
+from tdk._redact import REDACTED, credential_key, redact_text
 
 __all__ = [
     "ContextRequiredToolError",
@@ -1087,7 +1087,7 @@ def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
                 shown = f"{base} ({n})"
             redacted[shown] = (
                 REDACTED
-                if key.lower() in SECRET_KEYS
+                if credential_key(key)
                 else redact_text(item, secrets)
                 if type(item) is str
                 else _redact_json(item, secrets)
@@ -1106,7 +1106,7 @@ def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
 def _is_credential_pair(pair: list[Any]) -> bool:
     """A (name, value) pair of a credential, as ``list(headers.items())`` gives them."""
     name, value = pair
-    return type(name) is str and type(value) is str and name.lower() in SECRET_KEYS
+    return type(name) is str and type(value) is str and credential_key(name)
 
 
 def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:

@@ -23,7 +23,7 @@ class RedactingLogFilter(logging.Filter):
     """A logging filter that redacts a record's message as tdk redacts its own texts.
 
     URL arguments (``httpx.URL``, as httpx passes the request's URL) lose their userinfo and
-    every query value outside the allowlist of :func:`~tdk._redact.redact_url`; the rest of the
+    the values of credential parameters (see :func:`~tdk._redact.redact_url`); the rest of the
     message loses credentials by position, token shapes and the running call's secrets. The
     message is formatted once, here, and stored redacted (``record.args`` becomes None). A
     traceback is rendered here with the default formatting and stored redacted as
