@@ -15,6 +15,7 @@ goes to developers only.
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from collections.abc import AsyncGenerator, Generator
@@ -31,6 +32,9 @@ MAX_UPSTREAM_CHARS: Final = 2_000
 MAX_TOKEN_CHARS: Final = 120
 #: List items looked at when searching codes (GraphQL ``errors``, Google ``errors``...).
 _MAX_ITEMS: Final = 20
+#: Digits of a JSON integer converted to ``int`` on the second try (below every limit that
+#: ``sys.set_int_max_str_digits`` accepts); a longer one reads as an infinite float.
+_MAX_JSON_INT_DIGITS: Final = 600
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]+")
 _SPACES = re.compile(r"\s{2,}")
@@ -38,6 +42,8 @@ _TITLE = re.compile(rb"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
 _XML_CODE = re.compile(r"<Code>([^<]{1,200})</Code>")
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([^\s;\"']+)", re.IGNORECASE)
 _XML_MESSAGE = re.compile(r"<Message>([^<]{1,4000})</Message>")
+#: Integer codes from this size on are garbage (no code has 120 digits).
+_MAX_CODE: Final = 10**MAX_TOKEN_CHARS
 #: Content encodings decoded, with their zlib window bits.
 _WBITS: Final = {
     "gzip": 16 + zlib.MAX_WBITS,
@@ -193,10 +199,7 @@ def parse_body(body: bytes | None, content_type: str) -> UpstreamBody:
         title = clean(_unescape(_decode(found[1], charset)), MAX_TOKEN_CHARS) if found else ""
         return UpstreamBody(html_title=title or None)
     if head.startswith((b"{", b"[")) or "json" in media:
-        try:  # from bytes, json detects UTF-8/16/32 itself
-            payload = json.loads(body if charset is None else _decode(body, charset))
-        except (ValueError, RecursionError):
-            payload = None
+        payload = _json(body if charset is None else _decode(body, charset))
         if isinstance(payload, dict | list):
             return _from_json(payload)
     text = _decode(body, charset)
@@ -213,6 +216,31 @@ def parse_body(body: bytes | None, content_type: str) -> UpstreamBody:
         if line.strip():
             return UpstreamBody(text=clean(line) or None)
     return EMPTY
+
+
+def _json(document: bytes | str) -> object:
+    """The parsed document, or None. From bytes, json detects UTF-8/16/32 itself.
+
+    An integer longer than Python converts (4,300 digits by default) makes ``json.loads`` fail
+    as a whole; a second parse reads such integers as infinite floats, so that the rest of the
+    body (the message, a huge ``retry_after``, which then clamps) is still read.
+    """
+    try:
+        return json.loads(document)
+    except RecursionError:
+        return None
+    except ValueError:
+        pass
+    try:
+        return json.loads(document, parse_int=_json_int)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _json_int(text: str) -> int | float:
+    if len(text) <= _MAX_JSON_INT_DIGITS:
+        return int(text)
+    return -math.inf if text.startswith("-") else math.inf
 
 
 def _unescape(text: str) -> str:
@@ -238,8 +266,8 @@ def _str(value: object) -> str | None:
 def _code(value: object) -> str | None:
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, int):  # a longer one is garbage (and str() of it costs quadratic time)
+        return str(value) if -_MAX_CODE < value < _MAX_CODE else None
     if isinstance(value, str):
         text = clean(value.rpartition("#")[2], MAX_TOKEN_CHARS)  # AWS "namespace#Code"
         return text or None

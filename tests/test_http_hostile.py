@@ -1,0 +1,190 @@
+"""Hostile upstream input: whatever the header values and bodies, ``classify`` and the hooks
+return the classified error, in linear time, with ``details`` that stay printable JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+import tdk.http
+from tdk.errors import UpstreamError, UpstreamRateLimitError
+
+URL = "https://api.example.com/v1/items"
+#: The response's clock: epoch 1_700_000_000.
+DATE = "Tue, 14 Nov 2023 22:13:20 GMT"
+CLAMP = tdk.http.DEFAULT_MAX_RETRY_AFTER_MS
+#: What ``details["retry_after_clamped_from_ms"]`` shows for any wait longer than it.
+LONGEST_WAIT_MS = 2**53 - 1
+#: More digits than Python converts between ``int`` and ``str`` (4,300 by default).
+HUGE = "9" * 5_000
+
+
+def response(
+    status: int,
+    headers: list[tuple[str, str]] | dict[str, str] = (),  # type: ignore[assignment]
+    body: bytes = b"",
+    content_type: str | None = None,
+) -> httpx.Response:
+    """A response as the hook sees it, with a request (method and URL) and a fixed ``Date``."""
+    fields = list(headers.items()) if isinstance(headers, dict) else list(headers)
+    fields.append(("Date", DATE))
+    if content_type is not None:
+        fields.append(("Content-Type", content_type))
+    return httpx.Response(status, headers=fields, content=body, request=httpx.Request("GET", URL))
+
+
+def classified(status: int, *args: Any, **kwargs: Any) -> UpstreamError:
+    """``classify`` of :func:`response`, checked to be printable, JSON-safe plain data."""
+    error = tdk.http.classify(response(status, *args, **kwargs))
+    assert isinstance(error, UpstreamError)
+    assert error.status_code == status
+    json.dumps(error.to_dict())
+    str(error), repr(error), error.to_log_line()
+    return error
+
+
+# -- 1. huge numbers -------------------------------------------------------------------------
+
+DELAY_HEADERS = ["retry-after", "retry-after-ms", "x-ms-retry-after-ms", "x-amz-retry-after"]
+
+
+@pytest.mark.parametrize("name", DELAY_HEADERS, ids=DELAY_HEADERS)
+@pytest.mark.parametrize(
+    "value",
+    [HUGE, f"{HUGE}.5", f"{'9' * 400}.5", f"{'0' * 5_000}{HUGE}"],
+    ids=["5000-digits", "5000-digits-fraction", "400-digits-fraction", "leading-zeros"],
+)
+def test_huge_delay_headers_clamp(name: str, value: str) -> None:
+    """A well-formed but huge delay is a long wait: clamped, with the longest wait shown."""
+    error = classified(429, {name: value})
+    assert isinstance(error, UpstreamRateLimitError)
+    assert error.retry_after_ms == CLAMP
+    assert error.details["retry_after_clamped_from_ms"] == LONGEST_WAIT_MS
+    assert error.details["retry_after_source"] == name
+    assert tdk.http.parse_retry_after_ms({name: value}) == CLAMP
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        pytest.param({"Retry-After": f"1.{'0' * 5_000}1"}, 1_001, id="seconds"),
+        pytest.param({"retry-after-ms": f"1.{'0' * 5_000}1"}, 2, id="milliseconds"),
+        pytest.param({"Retry-After": f"2.{'0' * 5_000}"}, 2_000, id="zeros-only"),
+        pytest.param({"Retry-After": f"0.{'9' * 5_000}"}, 1_000, id="nines"),
+    ],
+)
+def test_huge_fractions_round_up(headers: dict[str, str], expected: int) -> None:
+    """A fraction of thousands of digits is read at bounded cost and still rounds up."""
+    assert classified(503, headers).retry_after_ms == expected
+    assert tdk.http.parse_retry_after_ms(headers) == expected
+
+
+RESET_HEADERS = [
+    pytest.param({"x-ratelimit-remaining": "0", "x-ratelimit-reset": HUGE}, id="github"),
+    pytest.param({"x-rate-limit-remaining": "0", "x-rate-limit-reset": HUGE}, id="twitter"),
+    pytest.param({"RateLimit-Remaining": "0", "RateLimit-Reset": HUGE}, id="ietf-draft06"),
+    pytest.param({"X-RateLimit-Reset-After": f"{HUGE}.5"}, id="discord-reset-after"),
+    pytest.param(
+        {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": f"{HUGE}s"},
+        id="openai-go-duration",
+    ),
+    pytest.param(
+        {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": f"1m{HUGE}.{HUGE}ms"},
+        id="openai-go-duration-fraction",
+    ),
+    pytest.param(
+        {"anthropic-ratelimit-requests-remaining": "0", "anthropic-ratelimit-requests-reset": HUGE},
+        id="anthropic",
+    ),
+    pytest.param({"RateLimit": f"limit=100, remaining=0, reset={HUGE}"}, id="ietf-draft07"),
+    pytest.param({"RateLimit": f'"default";r=0;t={HUGE}'}, id="ietf-draft08"),
+]
+
+
+@pytest.mark.parametrize("headers", RESET_HEADERS)
+def test_huge_reset_values_clamp(headers: dict[str, str]) -> None:
+    """A huge reset value in any dialect is a long wait, clamped like any other."""
+    error = classified(429, headers)
+    assert error.details["retry_after_source"] == "ratelimit-reset"
+    assert error.retry_after_ms == CLAMP
+    assert error.details["retry_after_clamped_from_ms"] == LONGEST_WAIT_MS
+
+
+def test_a_reset_with_a_huge_fraction_rounds_up() -> None:
+    """A reset of 1.000...1 seconds (5,000 zeros) is 1001 ms from now."""
+    error = classified(429, {"x-ratelimit-reset": f"1.{'0' * 5_000}1"})
+    assert error.retry_after_ms == 1_001
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({"x-ratelimit-remaining": HUGE, "x-ratelimit-limit": HUGE}, id="digits"),
+        pytest.param({"x-ratelimit-remaining": f"{'9' * 400}.5"}, id="400-digits-fraction"),
+        pytest.param({"x-ratelimit-remaining": f"0.{'0' * 5_000}"}, id="long-zero"),
+        pytest.param({"RateLimit": f"limit={HUGE}, remaining={HUGE}, reset=1"}, id="ietf"),
+        pytest.param({"RateLimit": f'"d";r={HUGE};t=1', "RateLimit-Policy": f'"d";q={HUGE}'},
+                     id="ietf-draft08"),
+    ],
+)  # fmt: skip
+def test_absurdly_long_remaining_and_limit_are_garbage(headers: dict[str, str]) -> None:
+    """``remaining``/``limit`` that no real quota has are ignored, so a 429 stays a 429."""
+    error = classified(429, headers)
+    assert isinstance(error, UpstreamRateLimitError)
+    assert "remaining" not in error.details
+    assert "limit" not in error.details
+
+
+@pytest.mark.parametrize(
+    ("body", "clamped_from"),
+    [
+        pytest.param(json.dumps({"retry_after": HUGE}).encode(), LONGEST_WAIT_MS, id="string"),
+        pytest.param(b'{"retryAfter": ' + HUGE.encode() + b"}", LONGEST_WAIT_MS, id="json-int"),
+        pytest.param(b'{"retry_after": ' + b"9" * 4_299 + b"}", LONGEST_WAIT_MS, id="int-4299"),
+        pytest.param(b'{"retry_after": 1e308}', LONGEST_WAIT_MS, id="float-1e308"),
+        pytest.param(b'{"retry_after": 1e999}', LONGEST_WAIT_MS, id="float-overflow"),
+        pytest.param(b'{"retry_after": 86400.5}', 86_400_500, id="float-day"),
+        pytest.param(
+            json.dumps({"error": {"details": [
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{HUGE}s"}
+            ]}}).encode(),
+            LONGEST_WAIT_MS,
+            id="google-retry-delay",
+        ),
+    ],
+)  # fmt: skip
+def test_huge_body_retry_hints_clamp(body: bytes, clamped_from: int) -> None:
+    """A huge body hint clamps; the text of the body is still read."""
+    error = classified(429, body=body, content_type="application/json")
+    assert error.retry_after_ms == CLAMP
+    assert error.details["retry_after_clamped_from_ms"] == clamped_from
+
+
+@pytest.mark.parametrize(
+    ("code", "retry_after", "expected_code", "expected_ms"),
+    [
+        pytest.param("50035", HUGE, "50035", CLAMP, id="huge-hint"),
+        pytest.param(f"-{HUGE}", "1", None, 1_000, id="huge-negative-code"),
+        pytest.param("7", f"-{HUGE}", "7", None, id="huge-negative-hint"),
+    ],
+)
+def test_a_json_body_with_a_huge_integer_keeps_its_message(
+    code: str, retry_after: str, expected_code: str | None, expected_ms: int | None
+) -> None:
+    """A JSON integer too long for Python's ``int`` does not cost the rest of the body."""
+    body = f'{{"message": "Bad things", "code": {code}, "retry_after": {retry_after}}}'
+    error = classified(400, body=body.encode(), content_type="application/json")
+    assert error.message.startswith(
+        'The upstream service rejected the request (HTTP 400). Upstream message: "Bad things"'
+    )
+    assert error.details.get("code") == expected_code
+    assert error.retry_after_ms == expected_ms
+
+
+def test_an_integer_code_longer_than_any_code_is_dropped() -> None:
+    """An integer ``code`` of 200 digits (which Python still converts) is garbage."""
+    body = b'{"message": "Bad things", "code": ' + b"7" * 200 + b"}"
+    assert "code" not in classified(400, body=body, content_type="application/json").details
