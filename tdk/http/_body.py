@@ -14,12 +14,14 @@ goes to developers only.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
 import zlib
 from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final, cast
 
 import httpx
@@ -42,6 +44,24 @@ _TITLE = re.compile(rb"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
 _XML_CODE = re.compile(r"<Code>([^<]{1,200})</Code>")
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([^\s;\"']+)", re.IGNORECASE)
 _XML_MESSAGE = re.compile(r"<Message>([^<]{1,4000})</Message>")
+#: The text encodings a ``charset`` may name, by Python codec name: those of the WHATWG
+#: Encoding Standard (what browsers decode) that Python has, plus UTF-32. All decode in linear
+#: time and never raise with ``errors="replace"``; any other label (``idna``, ``punycode``,
+#: ``undefined``, ``unicode_escape``, ``utf-7``, bytes-to-bytes codecs such as ``base64``...)
+#: falls back to UTF-8.
+_TEXT_ENCODINGS: Final = frozenset(
+    {
+        "utf-8", "utf-8-sig", "utf-16", "utf-16-be", "utf-16-le", "utf-32", "utf-32-be",
+        "utf-32-le", "ascii", "iso8859-1", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5",
+        "iso8859-6", "iso8859-7", "iso8859-8", "iso8859-10", "iso8859-13", "iso8859-14",
+        "iso8859-15", "iso8859-16", "cp866", "cp874", "cp1250", "cp1251", "cp1252", "cp1253",
+        "cp1254", "cp1255", "cp1256", "cp1257", "cp1258", "koi8-r", "koi8-u", "mac-roman",
+        "gbk", "gb2312", "gb18030", "big5", "euc_jp", "iso2022_jp", "shift_jis", "euc_kr",
+    }
+)  # fmt: skip
+#: What a charset label may look like before Python's codec registry is asked about it (which
+#: imports ``encodings.<label>``): short, and starting with a letter (never ``__init__``).
+_CHARSET_LABEL = re.compile(r"[A-Za-z][A-Za-z0-9._:-]{0,39}")
 #: Integer codes from this size on are garbage (no code has 120 digits).
 _MAX_CODE: Final = 10**MAX_TOKEN_CHARS
 #: Content encodings decoded, with their zlib window bits.
@@ -250,10 +270,21 @@ def _unescape(text: str) -> str:
 
 
 def _decode(body: bytes, charset: str | None) -> str:
+    """``body`` as text in the declared charset when it is a real text encoding, else UTF-8;
+    undecodable bytes become U+FFFD."""
+    return body.decode(_encoding(charset) if charset else "utf-8", errors="replace")
+
+
+@lru_cache(maxsize=64)
+def _encoding(label: str) -> str:
+    """The Python codec for a charset label if it is in ``_TEXT_ENCODINGS``, else UTF-8."""
+    if _CHARSET_LABEL.fullmatch(label) is None:  # a 10 KB label never reaches the registry
+        return "utf-8"
     try:
-        return body.decode(charset or "utf-8", errors="replace")
-    except LookupError:  # an unknown charset name
-        return body.decode("utf-8", errors="replace")
+        name = codecs.lookup(label).name
+    except LookupError:
+        return "utf-8"
+    return name if name in _TEXT_ENCODINGS else "utf-8"
 
 
 def _str(value: object) -> str | None:
