@@ -30,6 +30,11 @@ _SUFFIXED = re.compile(
 _INFIXED = re.compile(
     r"(?P<prefix>[a-z0-9-]*rate-?limit)-(?P<bucket>[a-z0-9-]+?)-(?P<field>limit|remaining|reset)"
 )
+#: Longest header name matched against the dialects. Real ones are short (Anthropic's
+#: ``anthropic-ratelimit-output-tokens-remaining`` has 43 characters); a longer name is skipped
+#: unread, because ``_SUFFIXED``/``_INFIXED`` cost O(n * k) on a name of length n holding k
+#: ``ratelimit`` (``"x-ratelimit-" * 5000``: seconds).
+_MAX_NAME_CHARS: Final = 100
 _TOO_MANY_REQUESTS: Final = 429
 #: Longest raw reset value copied into ``details``.
 _MAX_RESET_CHARS: Final = 64
@@ -125,7 +130,7 @@ def _buckets(headers: HeaderMap) -> tuple[Bucket, ...]:
         found.extend(_ietf_buckets(field, headers.get("ratelimit-policy")))
     grouped: dict[tuple[str, str], dict[str, str]] = {}
     for name, value in headers.items():
-        if "ratelimit" not in name and "rate-limit" not in name:
+        if len(name) > _MAX_NAME_CHARS or ("ratelimit" not in name and "rate-limit" not in name):
             continue
         match = _FLAT.fullmatch(name) or _SUFFIXED.fullmatch(name) or _INFIXED.fullmatch(name)
         if match is None:
