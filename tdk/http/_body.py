@@ -3,9 +3,13 @@
 The hook never calls ``response.read()`` on an error: a 50 MB gzip bomb would be inflated in
 full. It pulls at most ``limit`` raw bytes through ``iter_raw()``/``aiter_raw()`` and inflates
 them with :mod:`zlib` under ``max_length``, so neither the raw nor the decoded bytes pass the
-limit. Only ``gzip``, ``x-gzip``, ``deflate`` and ``identity`` are decoded (the standard library
-has no bounded brotli or zstd decoder before Python 3.14); another encoding leaves the body
-out, and classification uses status and headers alone.
+limit. The read also stops after ``seconds`` (a body that trickles in one byte at a time would
+hold the hook for as long as the upstream likes): under :func:`asyncio.timeout` in the async
+read, by the clock between chunks in both (one blocking read is bounded by httpx's own read
+timeout). What arrived by then is used. Only ``gzip``, ``x-gzip``, ``deflate`` and
+``identity`` are decoded (the standard library has no bounded brotli or zstd decoder before
+Python 3.14); another encoding leaves the body out, and classification uses status and headers
+alone.
 
 Extraction follows UPSTREAM.md, checking the type of every member it reads (a member of the
 wrong type is ignored, as RFC 9457 asks). HTML is never quoted: at most its ``<title>``, which
@@ -14,12 +18,16 @@ goes to developers only.
 
 from __future__ import annotations
 
+import asyncio
 import codecs
+import contextlib
 import json
 import math
 import re
+import time
 import zlib
 from collections.abc import AsyncGenerator, Generator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, cast
@@ -28,6 +36,8 @@ import httpx
 
 #: Raw (and decoded) bytes the hook reads from an error body at most.
 DEFAULT_MAX_BODY_BYTES: Final = 65_536
+#: Seconds the hook spends reading an error body at most.
+DEFAULT_MAX_BODY_SECONDS: Final = 2.0
 #: Longest upstream text kept before redaction and truncation for messages.
 MAX_UPSTREAM_CHARS: Final = 2_000
 #: Longest code, type or title kept.
@@ -146,11 +156,16 @@ def _unread(response: httpx.Response) -> bool:
     return not response.is_stream_consumed and not response.is_closed
 
 
-def read_bounded(response: httpx.Response, limit: int) -> bytes | None:
-    """At most ``limit`` raw bytes of an unread body, decoded into at most ``limit`` bytes.
+def read_bounded(
+    response: httpx.Response, limit: int, seconds: float = DEFAULT_MAX_BODY_SECONDS
+) -> bytes | None:
+    """At most ``limit`` raw bytes of an unread body, read for at most about ``seconds``,
+    decoded into at most ``limit`` bytes.
 
+    The clock is checked between chunks: one blocking read lasts at most httpx's read timeout.
     A body that was already read is taken from ``response.content``; one that was consumed
-    without being kept gives None.
+    without being kept gives None. A transport error while reading (the connection broke, a
+    read timed out) ends the read: what arrived is used.
     """
     if not _unread(response):
         return read_content(response, limit)
@@ -159,12 +174,13 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes | None:
         return None
     inflater = _Inflater(encoding, limit)
     chunks = cast(Generator[bytes, None, None], response.iter_raw())
+    deadline = time.monotonic() + seconds
     taken = 0
     try:
         for chunk in chunks:
             piece = chunk[: limit - taken]
             taken += len(piece)
-            if inflater.feed(piece) or taken >= limit:
+            if inflater.feed(piece) or taken >= limit or time.monotonic() >= deadline:
                 break
     except httpx.HTTPError:  # the connection broke mid-body: use what arrived
         pass
@@ -173,8 +189,12 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes | None:
     return bytes(inflater.out)
 
 
-async def aread_bounded(response: httpx.Response, limit: int) -> bytes | None:
-    """The async twin of :func:`read_bounded`, through ``aiter_raw()``."""
+async def aread_bounded(
+    response: httpx.Response, limit: int, seconds: float = DEFAULT_MAX_BODY_SECONDS
+) -> bytes | None:
+    """The async twin of :func:`read_bounded`, through ``aiter_raw()``: under
+    :func:`asyncio.timeout` on asyncio, so that a read waiting for its next chunk is cut too;
+    by the clock between chunks under another event loop (trio)."""
     if not _unread(response):
         return read_content(response, limit)
     encoding = supported_encoding(response)
@@ -182,18 +202,29 @@ async def aread_bounded(response: httpx.Response, limit: int) -> bytes | None:
         return None
     inflater = _Inflater(encoding, limit)
     chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+    deadline = time.monotonic() + seconds
     taken = 0
     try:
-        async for chunk in chunks:
-            piece = chunk[: limit - taken]
-            taken += len(piece)
-            if inflater.feed(piece) or taken >= limit:
-                break
-    except httpx.HTTPError:
+        async with _timeout(seconds):
+            async for chunk in chunks:
+                piece = chunk[: limit - taken]
+                taken += len(piece)
+                if inflater.feed(piece) or taken >= limit or time.monotonic() >= deadline:
+                    break
+    except (httpx.HTTPError, TimeoutError):  # broken, or out of time: use what arrived
         pass
     finally:
         await chunks.aclose()
     return bytes(inflater.out)
+
+
+def _timeout(seconds: float) -> AbstractAsyncContextManager[object]:
+    """``asyncio.timeout(seconds)`` inside an asyncio task, else a context that does nothing."""
+    try:
+        running = asyncio.current_task() is not None
+    except RuntimeError:  # no asyncio loop running: trio, or a coroutine driven by hand
+        running = False
+    return asyncio.timeout(seconds) if running else contextlib.nullcontext()
 
 
 def clean(text: str, limit: int = MAX_UPSTREAM_CHARS) -> str:
