@@ -13,7 +13,9 @@ alone.
 
 Extraction follows UPSTREAM.md, checking the type of every member it reads (a member of the
 wrong type is ignored, as RFC 9457 asks). HTML is never quoted: at most its ``<title>``, which
-goes to developers only.
+goes to developers only. Field errors (which argument is wrong, and why) are read from the
+common validation shapes, field name and problem text only: never the submitted values that
+some shapes echo (pydantic's ``input`` and ``ctx``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ MAX_UPSTREAM_CHARS: Final = 2_000
 MAX_TOKEN_CHARS: Final = 120
 #: List items looked at when searching codes (GraphQL ``errors``, Google ``errors``...).
 _MAX_ITEMS: Final = 20
+#: Field errors kept, and the longest problem text of one.
+MAX_FIELD_ERRORS: Final = 10
+MAX_PROBLEM_CHARS: Final = 300
+#: Parts of a pydantic ``loc`` joined into a field name at most.
+_MAX_LOC_PARTS: Final = 10
 #: Digits of a JSON integer converted to ``int`` on the second try (below every limit that
 #: ``sys.set_int_max_str_digits`` accepts); a longer one reads as an infinite float.
 _MAX_JSON_INT_DIGITS: Final = 600
@@ -94,6 +101,8 @@ class UpstreamBody:
     ``reason``, AWS ``__type``, Salesforce ``errorCode``, GraphQL ``extensions.code``...)."""
     type: str | None = None
     html_title: str | None = None
+    fields: tuple[tuple[str, str], ...] = ()
+    """Field errors as (field, problem) pairs: at most ``MAX_FIELD_ERRORS``, each text cut."""
 
 
 EMPTY: Final = UpstreamBody()
@@ -400,7 +409,64 @@ def _from_json(payload: dict[str, Any] | list[Any]) -> UpstreamBody:
         text=text,
         codes=tuple(dict.fromkeys(code for code in codes if code)),
         type=kind[:MAX_TOKEN_CHARS] if kind else None,
+        fields=_field_errors(first),
     )
+
+
+def _field_errors(first: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(field, problem) pairs from every shape that names the fields at fault:
+
+    - RFC 9457 ``errors[]`` with ``pointer`` + ``detail``; JSON:API ``errors[]`` with
+      ``source.pointer`` (or ``source.parameter``) + ``detail`` (else ``title``); GitHub
+      ``errors[]`` with ``field`` + ``message`` (else ``code``);
+    - RFC 7807-style ``invalid-params[]`` with ``name`` + ``reason``;
+    - FastAPI/pydantic ``detail[]`` with ``loc`` + ``msg`` (``input`` and ``ctx`` never read);
+    - Stripe ``error.param`` + ``error.message`` (else ``error.code``); Google
+      ``error.details[].fieldViolations[]`` with ``field`` + ``description``.
+
+    An item missing either part, or holding one of the wrong type, is skipped.
+    """
+    found: list[tuple[str | None, str | None]] = []
+    for item in _dicts(first.get("errors")):
+        source = item.get("source")
+        if not isinstance(source, dict):
+            source = {}
+        field = _token(item.get("pointer")) or _token(source.get("pointer"))
+        field = field or _token(source.get("parameter")) or _token(item.get("field"))
+        problem = _problem(item.get("detail")) or _problem(item.get("message"))
+        found.append((field, problem or _problem(item.get("title")) or _problem(item.get("code"))))
+    for item in _dicts(first.get("invalid-params")):
+        found.append((_token(item.get("name")), _problem(item.get("reason"))))
+    for item in _dicts(first.get("detail")):
+        found.append((_location(item.get("loc")), _problem(item.get("msg"))))
+    error = first.get("error")
+    if isinstance(error, dict):
+        problem = _problem(error.get("message")) or _problem(error.get("code"))
+        found.append((_token(error.get("param")), problem))
+        for detail in _dicts(error.get("details")):
+            for item in _dicts(detail.get("fieldViolations")):
+                found.append((_token(item.get("field")), _problem(item.get("description"))))
+    pairs = dict.fromkeys((field, problem) for field, problem in found if field and problem)
+    return tuple(pairs)[:MAX_FIELD_ERRORS]
+
+
+def _token(value: object) -> str | None:
+    return (clean(value, MAX_TOKEN_CHARS) or None) if isinstance(value, str) else None
+
+
+def _problem(value: object) -> str | None:
+    return (clean(value, MAX_PROBLEM_CHARS) or None) if isinstance(value, str) else None
+
+
+def _location(value: object) -> str | None:
+    """A pydantic ``loc`` (``["body", "tags", 0]``) as ``body.tags.0``; None unless every part
+    is a string or an integer."""
+    if not isinstance(value, list) or not value:
+        return None
+    parts = value[:_MAX_LOC_PARTS]
+    if not all(isinstance(part, str | int) and not isinstance(part, bool) for part in parts):
+        return None
+    return _token(".".join(str(part) for part in parts))
 
 
 def _shopify(errors: object) -> str | None:

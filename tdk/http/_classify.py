@@ -59,6 +59,11 @@ QUOTED_STATUSES: Final = frozenset({400, 404, 409, 422})
 #: Longest upstream text in the model-facing message / in the developer message.
 MODEL_TEXT_CHARS: Final = 300
 DEVELOPER_TEXT_CHARS: Final = 1_000
+#: Field errors listed in the model-facing message, and the longest field name and problem
+#: text there (all of them, up to ``MAX_FIELD_ERRORS``, stay in ``details["errors"]``).
+MODEL_FIELD_ERRORS: Final = 5
+MODEL_FIELD_CHARS: Final = 80
+MODEL_PROBLEM_CHARS: Final = 150
 
 _SENTENCES: Final[Mapping[ErrorKind, str]] = {
     ErrorKind.UPSTREAM_RUNTIME_BAD_REQUEST: "The upstream service rejected the request",
@@ -125,6 +130,11 @@ def build_error(
 
     known = [*request_secrets(request), *secrets]
     details = _details(request, status, parsed=parsed, headers=headers, state=state, secrets=known)
+    fields = [
+        (redact_text(field, known), redact_text(problem, known)) for field, problem in parsed.fields
+    ]
+    if fields:
+        details["errors"] = [{"field": field, "problem": problem} for field, problem in fields]
     if source is not None:
         details["retry_after_source"] = source
     if retry_after_ms is not None and retry_after_ms > max_retry_after_ms:
@@ -134,7 +144,9 @@ def build_error(
     text = redact_text(parsed.text, known, limit=DEVELOPER_TEXT_CHARS) if parsed.text else None
     kind = cls.kind
     will_retry = retryable if retryable is not None else _default_retryable(cls, status)
-    message = _model_message(kind, status, text, retry_after_ms, will_retry, quota=quota)
+    message = _model_message(
+        kind, status, text, retry_after_ms, will_retry, quota=quota, fields=fields
+    )
     developer = _developer_message(
         details, text, parsed=parsed, body=body, response=response, secrets=known
     )
@@ -300,15 +312,32 @@ def _model_message(
     retryable: bool,
     *,
     quota: bool,
+    fields: Sequence[tuple[str, str]] = (),
 ) -> str:
     sentence = _QUOTA_SENTENCE if quota else _SENTENCES[kind]
     parts = [f"{sentence} (HTTP {status})."]
-    if text and status in QUOTED_STATUSES:
-        quoted = text if len(text) <= MODEL_TEXT_CHARS else f"{text[:MODEL_TEXT_CHARS]}..."
-        parts.append(f'Upstream message: "{quoted}"')
+    if status in QUOTED_STATUSES:
+        if text:
+            parts.append(f'Upstream message: "{_cut(text, MODEL_TEXT_CHARS)}"')
+        if fields:
+            parts.append(_field_list(fields))
     if retry_after_ms is not None and retryable:
         parts.append(f"Retry after {_seconds(retry_after_ms)} s.")
     return " ".join(parts)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _field_list(fields: Sequence[tuple[str, str]]) -> str:
+    """``Upstream field errors: name: "problem"; ...`` for the first few, then how many more."""
+    listed = "; ".join(
+        f'{_cut(field, MODEL_FIELD_CHARS)}: "{_cut(problem, MODEL_PROBLEM_CHARS)}"'
+        for field, problem in fields[:MODEL_FIELD_ERRORS]
+    )
+    more = len(fields) - MODEL_FIELD_ERRORS
+    return f"Upstream field errors: {listed}" + (f" (and {more} more)." if more > 0 else ".")
 
 
 def _developer_message(
