@@ -135,6 +135,22 @@ def test_body_shapes(
     assert error.details.get("type") == kind
 
 
+@pytest.mark.parametrize(
+    "encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le"]
+)
+def test_json_bodies_in_any_unicode_encoding_are_read(encoding: str) -> None:
+    """Without a charset, a JSON body in UTF-8, -16 or -32 (with or without BOM) is read."""
+    body = json.dumps({"message": "caf\u00e9"}, ensure_ascii=False).encode(encoding)
+    error = classify(400, body, "application/json")
+    assert error.message.endswith('Upstream message: "caf\u00e9"')
+
+
+def test_json_body_that_is_not_utf8_is_quoted_as_text() -> None:
+    """A JSON-looking body with bytes that are not UTF-8 is not JSON: its text is quoted."""
+    error = classify(400, b'{"message": "caf\xe9"}', "application/json")
+    assert error.message.endswith('Upstream message: "{"message": "caf\ufffd"}"')
+
+
 def test_long_text_is_truncated_for_both_audiences() -> None:
     """Developers get at most 1000 characters (of the 2000 kept), the model at most 300."""
     error = classify(400, j({"message": "x" * 5_000}))

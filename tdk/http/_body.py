@@ -296,10 +296,14 @@ def _json(document: bytes | str) -> object:
     body (the message, a huge ``retry_after``, which then clamps) is still read.
     """
     try:
+        if document[:1] in (b"{", b"[") and document[1:2] != b"\x00":
+            # What json.loads does to bytes that cannot be UTF-16/32, without its Python-level
+            # detect_encoding(): the common case, on the hot path of every JSON error body.
+            document = document.decode("utf-8", "surrogatepass")  # type: ignore[union-attr]
         return json.loads(document)
     except RecursionError:
         return None
-    except ValueError:
+    except ValueError:  # UnicodeDecodeError too
         pass
     try:
         return json.loads(document, parse_int=_json_int)
@@ -399,21 +403,32 @@ def _from_json(payload: dict[str, Any] | list[Any]) -> UpstreamBody:
             text = _shopify(errors)
     if text is None:  # GitHub, Discord, Notion, HubSpot, AWS JSON
         text = _str(first.get("message")) or _str(first.get("Message"))
-    codes.append(_code(first.get("code")))
-    codes.append(_code(first.get("__type")))
-    codes.extend(_code(item.get("errorCode")) for item in items)  # Salesforce
+    for key in ("code", "__type"):  # Discord, Notion, AWS JSON...
+        if key in first:
+            codes.append(_code(first[key]))
+    for item in items:  # Salesforce
+        if "errorCode" in item:
+            codes.append(_code(item["errorCode"]))
     if kind is None:
         kind = _str(first.get("type"))
     return UpstreamBody(
         payload=payload,
         text=text,
-        codes=tuple(dict.fromkeys(code for code in codes if code)),
+        codes=tuple(dict.fromkeys(filter(None, codes))),
         type=kind[:MAX_TOKEN_CHARS] if kind else None,
-        fields=_field_errors(first),
+        fields=_field_errors(first, error) if _may_list_fields(first, error) else (),
     )
 
 
-def _field_errors(first: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def _may_list_fields(first: dict[str, Any], error: object) -> bool:
+    """Whether ``first`` has a member that :func:`_field_errors` reads (most bodies have none:
+    the check keeps the common case cheap)."""
+    if "errors" in first or "invalid-params" in first or "detail" in first:
+        return True
+    return isinstance(error, dict) and ("param" in error or "details" in error)
+
+
+def _field_errors(first: dict[str, Any], error: object) -> tuple[tuple[str, str], ...]:
     """(field, problem) pairs from every shape that names the fields at fault:
 
     - RFC 9457 ``errors[]`` with ``pointer`` + ``detail``; JSON:API ``errors[]`` with
@@ -427,25 +442,36 @@ def _field_errors(first: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     An item missing either part, or holding one of the wrong type, is skipped.
     """
     found: list[tuple[str | None, str | None]] = []
-    for item in _dicts(first.get("errors")):
-        source = item.get("source")
-        if not isinstance(source, dict):
-            source = {}
-        field = _token(item.get("pointer")) or _token(source.get("pointer"))
-        field = field or _token(source.get("parameter")) or _token(item.get("field"))
-        problem = _problem(item.get("detail")) or _problem(item.get("message"))
-        found.append((field, problem or _problem(item.get("title")) or _problem(item.get("code"))))
-    for item in _dicts(first.get("invalid-params")):
-        found.append((_token(item.get("name")), _problem(item.get("reason"))))
-    for item in _dicts(first.get("detail")):
-        found.append((_location(item.get("loc")), _problem(item.get("msg"))))
-    error = first.get("error")
-    if isinstance(error, dict):
-        problem = _problem(error.get("message")) or _problem(error.get("code"))
-        found.append((_token(error.get("param")), problem))
-        for detail in _dicts(error.get("details")):
-            for item in _dicts(detail.get("fieldViolations")):
-                found.append((_token(item.get("field")), _problem(item.get("description"))))
+    errors = first.get("errors")
+    if isinstance(errors, list):  # each shape is looked at only when present: this is hot
+        for item in _dicts(errors):
+            source = item.get("source")
+            if not isinstance(source, dict):
+                source = {}
+            field = _token(item.get("pointer")) or _token(source.get("pointer"))
+            field = field or _token(source.get("parameter")) or _token(item.get("field"))
+            if field is not None:
+                problem = _problem(item.get("detail")) or _problem(item.get("message"))
+                problem = problem or _problem(item.get("title")) or _problem(item.get("code"))
+                found.append((field, problem))
+    params = first.get("invalid-params")
+    if isinstance(params, list):
+        found.extend((_token(i.get("name")), _problem(i.get("reason"))) for i in _dicts(params))
+    detail = first.get("detail")
+    if isinstance(detail, list):
+        found.extend((_location(i.get("loc")), _problem(i.get("msg"))) for i in _dicts(detail))
+    if isinstance(error, dict):  # ``first["error"]``
+        param = error.get("param")
+        if isinstance(param, str):
+            problem = _problem(error.get("message")) or _problem(error.get("code"))
+            found.append((_token(param), problem))
+        details = error.get("details")
+        if isinstance(details, list):
+            for violations in _dicts(details):
+                for item in _dicts(violations.get("fieldViolations")):
+                    found.append((_token(item.get("field")), _problem(item.get("description"))))
+    if not found:
+        return ()
     pairs = dict.fromkeys((field, problem) for field, problem in found if field and problem)
     return tuple(pairs)[:MAX_FIELD_ERRORS]
 

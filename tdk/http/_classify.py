@@ -229,9 +229,7 @@ def _classified(
 
     known = [*request_secrets(request), *secrets]
     details = _details(request, status, parsed=parsed, headers=headers, state=state, secrets=known)
-    fields = [
-        (redact_text(field, known), redact_text(problem, known)) for field, problem in parsed.fields
-    ]
+    fields = [(redact_text(f, known), redact_text(p, known)) for f, p in parsed.fields]
     if fields:
         details["errors"] = [{"field": field, "problem": problem} for field, problem in fields]
     if source is not None:
@@ -358,9 +356,11 @@ def _out_of_quota(parsed: UpstreamBody) -> bool:
 
 def _verdict(headers: Mapping[str, str]) -> bool | None:
     for name in VERDICT_HEADERS:
-        value = headers.get(name, "").strip().lower()
-        if value in ("true", "false"):
-            return value == "true"
+        value = headers.get(name)
+        if value is not None:
+            verdict = value.strip().lower()
+            if verdict in ("true", "false"):
+                return verdict == "true"
     return None
 
 

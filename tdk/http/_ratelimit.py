@@ -108,6 +108,8 @@ class RateLimitState:
 def rate_limit_state(headers: HeaderMap, status: int, clock: Clock) -> RateLimitState:
     """The buckets of ``headers``, and the wait that the exhausted ones impose."""
     buckets = _buckets(headers)
+    if not buckets:
+        return _NO_BUCKETS
     shown: Bucket | None = None
     longest: int | None = None
     for bucket in buckets:
@@ -123,6 +125,10 @@ def rate_limit_state(headers: HeaderMap, status: int, clock: Clock) -> RateLimit
     return RateLimitState(buckets, shown, longest)
 
 
+#: The state of a response without rate-limit headers (most of them).
+_NO_BUCKETS: Final = RateLimitState((), None, None)
+
+
 def _buckets(headers: HeaderMap) -> tuple[Bucket, ...]:
     found: list[Bucket] = []
     field = headers.get("ratelimit")
@@ -130,7 +136,7 @@ def _buckets(headers: HeaderMap) -> tuple[Bucket, ...]:
         found.extend(_ietf_buckets(field, headers.get("ratelimit-policy")))
     grouped: dict[tuple[str, str], dict[str, str]] = {}
     for name, value in headers.items():
-        if len(name) > _MAX_NAME_CHARS or ("ratelimit" not in name and "rate-limit" not in name):
+        if ("ratelimit" not in name and "rate-limit" not in name) or len(name) > _MAX_NAME_CHARS:
             continue
         match = _FLAT.fullmatch(name) or _SUFFIXED.fullmatch(name) or _INFIXED.fullmatch(name)
         if match is None:

@@ -183,6 +183,8 @@ def whole_ms(milliseconds: int | Fraction) -> int:
 
 def seconds_ms(text: str) -> int | None:
     """``DIGITS[.DIGITS]`` seconds as whole milliseconds (rounded up), else None."""
+    if text.isdigit() and text.isascii() and len(text) <= _MAX_DIGITS:
+        return min(int(text) * 1000, MAX_WAIT_MS)  # the common case, without two calls
     seconds = number(text)
     return None if seconds is None else whole_ms(seconds * 1000)
 
