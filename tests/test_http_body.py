@@ -423,6 +423,7 @@ FIELD_ERRORS = [
          "invalid-params": [{"name": ["a"], "reason": "r"}, {"name": "n"}],
          "detail": [{"loc": "body", "msg": "m"}, {"loc": ["a", True], "msg": "m"},
                     {"loc": [{"x": 1}], "msg": "m"}, {"loc": [], "msg": "m"},
+                    {"loc": ["a", 10**200], "msg": "m"},
                     {"loc": ["a"], "msg": 5}],
          "error": {"param": 5, "message": "m"}},
         [],

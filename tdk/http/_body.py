@@ -296,10 +296,10 @@ def _json(document: bytes | str) -> object:
     body (the message, a huge ``retry_after``, which then clamps) is still read.
     """
     try:
-        if document[:1] in (b"{", b"[") and document[1:2] != b"\x00":
+        if isinstance(document, bytes) and document[:1] in b"{[" and document[1:2] != b"\x00":
             # What json.loads does to bytes that cannot be UTF-16/32, without its Python-level
             # detect_encoding(): the common case, on the hot path of every JSON error body.
-            document = document.decode("utf-8", "surrogatepass")  # type: ignore[union-attr]
+            document = document.decode("utf-8", "surrogatepass")
         return json.loads(document)
     except RecursionError:
         return None
@@ -486,13 +486,12 @@ def _problem(value: object) -> str | None:
 
 def _location(value: object) -> str | None:
     """A pydantic ``loc`` (``["body", "tags", 0]``) as ``body.tags.0``; None unless every part
-    is a string or an integer."""
+    is a string or an index (an integer of sane size)."""
     if not isinstance(value, list) or not value:
         return None
-    parts = value[:_MAX_LOC_PARTS]
-    if not all(isinstance(part, str | int) and not isinstance(part, bool) for part in parts):
-        return None
-    return _token(".".join(str(part) for part in parts))
+    parts = [part if isinstance(part, str) else _code(part) for part in value[:_MAX_LOC_PARTS]]
+    names = [part for part in parts if part is not None]
+    return _token(".".join(names)) if len(names) == len(parts) else None
 
 
 def _shopify(errors: object) -> str | None:
