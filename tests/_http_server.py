@@ -21,6 +21,9 @@ BOMB_SIZE = 50 * 1024 * 1024
 BIG_BODY_SIZE = 10 * 1024 * 1024
 #: The value of the session cookie that ``/cookie`` sets.
 SESSION = "sess-7f3a9c1e5b"
+#: What ``/drip`` sends, one byte every ``DRIP_SECONDS`` (10 s in all).
+DRIP_BODY = b"field 'q' is invalid: use a date\n" + b"." * 7
+DRIP_SECONDS = 0.25
 
 
 def _gzip_bomb() -> bytes:
@@ -127,6 +130,22 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(line)
             self.wfile.write(b"x" * (BIG_BODY_SIZE % len(line)))
         except OSError:  # the client closed the connection after its bounded read
+            pass
+
+    def route_drip(self) -> None:
+        """A 400 whose body trickles in, one byte every 250 ms: a slow (or hostile) upstream."""
+        self.send_response_only(400)
+        self.send_header("Date", DATE)
+        self.send_header("Connection", "close")
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(DRIP_BODY)))
+        self.end_headers()
+        try:
+            for byte in DRIP_BODY:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(DRIP_SECONDS)
+        except OSError:  # the client closed the connection after its time budget
             pass
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,12 @@ def test_install_supports_httpx2_when_importable(
         pytest.param({"max_body_bytes": 0}, ValueError, id="zero-body"),
         pytest.param({"max_body_bytes": 1.5}, ValueError, id="float-body"),
         pytest.param({"check_body": "slack"}, TypeError, id="uncallable-check"),
+        pytest.param({"max_body_seconds": 0}, ValueError, id="zero-seconds"),
+        pytest.param({"max_body_seconds": -1.5}, ValueError, id="negative-seconds"),
+        pytest.param({"max_body_seconds": True}, ValueError, id="bool-seconds"),
+        pytest.param({"max_body_seconds": "2"}, ValueError, id="str-seconds"),
+        pytest.param({"max_body_seconds": float("nan")}, ValueError, id="nan-seconds"),
+        pytest.param({"max_body_seconds": float("inf")}, ValueError, id="infinite-seconds"),
     ],
 )
 def test_invalid_options_are_rejected(options: dict[str, Any], error: type[Exception]) -> None:
@@ -198,6 +206,41 @@ def test_clamp_option_is_applied_and_noted() -> None:
         client.get(URL)
     assert caught.value.retry_after_ms == 5_000
     assert caught.value.details["retry_after_clamped_from_ms"] == 120_000
+
+
+def test_body_seconds_option_accepts_ints_and_floats() -> None:
+    """``max_body_seconds`` is any finite number > 0, given to ``install`` or the hook."""
+    assert tdk.http.UpstreamHook(max_body_seconds=1).max_body_seconds == 1
+    with mock_client(lambda request: httpx.Response(200), max_body_seconds=0.25) as client:
+        assert client.event_hooks["response"][0].__self__.max_body_seconds == 0.25
+
+
+class SlowChunks(httpx.AsyncByteStream):
+    """Chunks that take time to come without awaiting anything, as a loop other than asyncio
+    (trio) would deliver them."""
+
+    def __init__(self, count: int, seconds: float) -> None:
+        self.count = count
+        self.seconds = seconds
+        self.sent = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for _ in range(self.count):
+            time.sleep(self.seconds)
+            self.sent += 1
+            yield b"x"
+
+
+def test_async_hook_outside_asyncio_checks_the_clock_between_chunks() -> None:
+    """Driven without asyncio (here by hand), the async hook stops after ``max_body_seconds``."""
+    stream = SlowChunks(count=100, seconds=0.02)
+    request = httpx.Request("GET", URL)
+    response = httpx.Response(400, stream=stream, request=request)
+    hook = tdk.http.UpstreamHook(max_body_seconds=0.05)
+    with pytest.raises(UpstreamBadRequestError) as caught:
+        hook.araise_for_upstream(response).send(None)  # nothing awaits: it runs to the end
+    assert 0 < stream.sent < 10
+    assert caught.value.message.endswith(f'Upstream message: "{"x" * stream.sent}"')
 
 
 def test_body_limit_option_truncates_the_upstream_text() -> None:

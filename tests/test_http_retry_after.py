@@ -53,6 +53,23 @@ def test_httpx_headers_with_duplicates_are_read_as_fields() -> None:
     assert tdk.http.parse_retry_after_ms(same) == 5_000
 
 
+def test_several_repeated_fields_are_each_joined() -> None:
+    """Repeated ``Retry-After`` and rate-limit fields are each joined and read."""
+    headers = httpx.Headers(
+        [
+            ("Retry-After", "5"),
+            ("x-ratelimit-remaining", "0"),
+            ("retry-after", "5"),
+            ("X-RateLimit-Remaining", "0"),
+            ("x-ratelimit-remaining", "0"),
+        ]
+    )
+    request = httpx.Request("GET", "https://api.example.com/v1/items")
+    error = tdk.http.classify(httpx.Response(403, headers=headers, request=request))
+    assert isinstance(error, UpstreamRateLimitError)
+    assert (error.retry_after_ms, error.details["remaining"]) == (5_000, 0)
+
+
 def test_date_header_is_the_reference_when_now_is_not_given() -> None:
     """Without ``now``, an HTTP-date is measured against the response's own ``Date``."""
     headers = {"Date": DATE, "Retry-After": "Tue, 14 Nov 2023 22:13:50 GMT"}

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import tracemalloc
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
-from _http_server import serve
+from _http_server import DRIP_BODY, serve
 
 import tdk.http
 from tdk.errors import (
@@ -28,7 +29,7 @@ def base_url() -> Iterator[str]:
         yield url
 
 
-def hooked(seen: list[httpx.Response] | None = None, **options: int) -> httpx.Client:
+def hooked(seen: list[httpx.Response] | None = None, **options: float) -> httpx.Client:
     """A client that records each response (before the tdk hook runs) into ``seen``."""
     hooks = {"response": [seen.append]} if seen is not None else {}
     return tdk.http.install(httpx.Client(event_hooks=hooks, timeout=10), **options)
@@ -155,3 +156,47 @@ def test_success_passes_untouched_async(base_url: str) -> None:
             return await response.aread()
 
     assert asyncio.run(fetch()) == b'{"items": [1, 2, 3]}'
+
+
+#: The budget the drip tests give the body read: two or three of the drip's bytes arrive.
+BUDGET = 0.5
+
+
+def test_a_dripping_body_is_read_for_max_body_seconds(base_url: str) -> None:
+    """A body trickling in for 10 s is read for ``max_body_seconds`` only; what arrived is used."""
+    seen: list[httpx.Response] = []
+    with (
+        hooked(seen, max_body_seconds=BUDGET) as client,
+        pytest.raises(UpstreamBadRequestError) as caught,
+    ):
+        client.get(f"{base_url}/drip")
+    arrived = seen[0].num_bytes_downloaded
+    assert 0 < arrived < len(DRIP_BODY) // 4
+    assert caught.value.status_code == 400
+    assert caught.value.message.endswith(f'Upstream message: "{DRIP_BODY[:arrived].decode()}"')
+    assert seen[0].is_closed
+
+
+def test_a_dripping_body_is_read_for_max_body_seconds_async(base_url: str) -> None:
+    """The async hook reads a trickling body under ``asyncio.timeout`` and uses what arrived."""
+    seen: list[httpx.Response] = []
+
+    async def fetch() -> UpstreamError:
+        client = httpx.AsyncClient(timeout=10, event_hooks={"response": [_record(seen)]})
+        async with tdk.http.install(client, max_body_seconds=BUDGET):
+            with pytest.raises(UpstreamBadRequestError) as caught:
+                await client.get(f"{base_url}/drip")
+        return caught.value
+
+    error = asyncio.run(fetch())
+    arrived = seen[0].num_bytes_downloaded
+    assert 0 < arrived < len(DRIP_BODY) // 4
+    assert error.message.endswith(f'Upstream message: "{DRIP_BODY[:arrived].decode()}"')
+    assert seen[0].is_closed
+
+
+def _record(seen: list[httpx.Response]) -> Any:
+    async def record(response: httpx.Response) -> None:
+        seen.append(response)
+
+    return record

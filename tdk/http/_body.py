@@ -3,41 +3,83 @@
 The hook never calls ``response.read()`` on an error: a 50 MB gzip bomb would be inflated in
 full. It pulls at most ``limit`` raw bytes through ``iter_raw()``/``aiter_raw()`` and inflates
 them with :mod:`zlib` under ``max_length``, so neither the raw nor the decoded bytes pass the
-limit. Only ``gzip``, ``x-gzip``, ``deflate`` and ``identity`` are decoded (the standard library
-has no bounded brotli or zstd decoder before Python 3.14); another encoding leaves the body
-out, and classification uses status and headers alone.
+limit. The read also stops after ``seconds`` (a body that trickles in one byte at a time would
+hold the hook for as long as the upstream likes): under :func:`asyncio.timeout` in the async
+read, by the clock between chunks in both (one blocking read is bounded by httpx's own read
+timeout). What arrived by then is used. Only ``gzip``, ``x-gzip``, ``deflate`` and
+``identity`` are decoded (the standard library has no bounded brotli or zstd decoder before
+Python 3.14); another encoding leaves the body out, and classification uses status and headers
+alone.
 
 Extraction follows UPSTREAM.md, checking the type of every member it reads (a member of the
 wrong type is ignored, as RFC 9457 asks). HTML is never quoted: at most its ``<title>``, which
-goes to developers only.
+goes to developers only. Field errors (which argument is wrong, and why) are read from the
+common validation shapes, field name and problem text only: never the submitted values that
+some shapes echo (pydantic's ``input`` and ``ctx``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import codecs
+import contextlib
 import json
+import math
 import re
+import time
 import zlib
 from collections.abc import AsyncGenerator, Generator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final, cast
 
 import httpx
 
 #: Raw (and decoded) bytes the hook reads from an error body at most.
 DEFAULT_MAX_BODY_BYTES: Final = 65_536
+#: Seconds the hook spends reading an error body at most.
+DEFAULT_MAX_BODY_SECONDS: Final = 2.0
 #: Longest upstream text kept before redaction and truncation for messages.
 MAX_UPSTREAM_CHARS: Final = 2_000
 #: Longest code, type or title kept.
 MAX_TOKEN_CHARS: Final = 120
 #: List items looked at when searching codes (GraphQL ``errors``, Google ``errors``...).
 _MAX_ITEMS: Final = 20
+#: Field errors kept, and the longest problem text of one.
+MAX_FIELD_ERRORS: Final = 10
+MAX_PROBLEM_CHARS: Final = 300
+#: Parts of a pydantic ``loc`` joined into a field name at most.
+_MAX_LOC_PARTS: Final = 10
+#: Digits of a JSON integer converted to ``int`` on the second try (below every limit that
+#: ``sys.set_int_max_str_digits`` accepts); a longer one reads as an infinite float.
+_MAX_JSON_INT_DIGITS: Final = 600
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]+")
 _SPACES = re.compile(r"\s{2,}")
-_TITLE = re.compile(rb"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
 _XML_CODE = re.compile(r"<Code>([^<]{1,200})</Code>")
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([^\s;\"']+)", re.IGNORECASE)
 _XML_MESSAGE = re.compile(r"<Message>([^<]{1,4000})</Message>")
+#: The text encodings a ``charset`` may name, by Python codec name: those of the WHATWG
+#: Encoding Standard (what browsers decode) that Python has, plus UTF-32. All decode in linear
+#: time and never raise with ``errors="replace"``; any other label (``idna``, ``punycode``,
+#: ``undefined``, ``unicode_escape``, ``utf-7``, bytes-to-bytes codecs such as ``base64``...)
+#: falls back to UTF-8.
+_TEXT_ENCODINGS: Final = frozenset(
+    {
+        "utf-8", "utf-8-sig", "utf-16", "utf-16-be", "utf-16-le", "utf-32", "utf-32-be",
+        "utf-32-le", "ascii", "iso8859-1", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5",
+        "iso8859-6", "iso8859-7", "iso8859-8", "iso8859-10", "iso8859-13", "iso8859-14",
+        "iso8859-15", "iso8859-16", "cp866", "cp874", "cp1250", "cp1251", "cp1252", "cp1253",
+        "cp1254", "cp1255", "cp1256", "cp1257", "cp1258", "koi8-r", "koi8-u", "mac-roman",
+        "gbk", "gb2312", "gb18030", "big5", "euc_jp", "iso2022_jp", "shift_jis", "euc_kr",
+    }
+)  # fmt: skip
+#: What a charset label may look like before Python's codec registry is asked about it (which
+#: imports ``encodings.<label>``): short, and starting with a letter (never ``__init__``).
+_CHARSET_LABEL = re.compile(r"[A-Za-z][A-Za-z0-9._:-]{0,39}")
+#: Integer codes from this size on are garbage (no code has 120 digits).
+_MAX_CODE: Final = 10**MAX_TOKEN_CHARS
 #: Content encodings decoded, with their zlib window bits.
 _WBITS: Final = {
     "gzip": 16 + zlib.MAX_WBITS,
@@ -59,6 +101,8 @@ class UpstreamBody:
     ``reason``, AWS ``__type``, Salesforce ``errorCode``, GraphQL ``extensions.code``...)."""
     type: str | None = None
     html_title: str | None = None
+    fields: tuple[tuple[str, str], ...] = ()
+    """Field errors as (field, problem) pairs: at most ``MAX_FIELD_ERRORS``, each text cut."""
 
 
 EMPTY: Final = UpstreamBody()
@@ -121,11 +165,16 @@ def _unread(response: httpx.Response) -> bool:
     return not response.is_stream_consumed and not response.is_closed
 
 
-def read_bounded(response: httpx.Response, limit: int) -> bytes | None:
-    """At most ``limit`` raw bytes of an unread body, decoded into at most ``limit`` bytes.
+def read_bounded(
+    response: httpx.Response, limit: int, seconds: float = DEFAULT_MAX_BODY_SECONDS
+) -> bytes | None:
+    """At most ``limit`` raw bytes of an unread body, read for at most about ``seconds``,
+    decoded into at most ``limit`` bytes.
 
+    The clock is checked between chunks: one blocking read lasts at most httpx's read timeout.
     A body that was already read is taken from ``response.content``; one that was consumed
-    without being kept gives None.
+    without being kept gives None. A transport error while reading (the connection broke, a
+    read timed out) ends the read: what arrived is used.
     """
     if not _unread(response):
         return read_content(response, limit)
@@ -134,12 +183,13 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes | None:
         return None
     inflater = _Inflater(encoding, limit)
     chunks = cast(Generator[bytes, None, None], response.iter_raw())
+    deadline = time.monotonic() + seconds
     taken = 0
     try:
         for chunk in chunks:
             piece = chunk[: limit - taken]
             taken += len(piece)
-            if inflater.feed(piece) or taken >= limit:
+            if inflater.feed(piece) or taken >= limit or time.monotonic() >= deadline:
                 break
     except httpx.HTTPError:  # the connection broke mid-body: use what arrived
         pass
@@ -148,8 +198,12 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes | None:
     return bytes(inflater.out)
 
 
-async def aread_bounded(response: httpx.Response, limit: int) -> bytes | None:
-    """The async twin of :func:`read_bounded`, through ``aiter_raw()``."""
+async def aread_bounded(
+    response: httpx.Response, limit: int, seconds: float = DEFAULT_MAX_BODY_SECONDS
+) -> bytes | None:
+    """The async twin of :func:`read_bounded`, through ``aiter_raw()``: under
+    :func:`asyncio.timeout` on asyncio, so that a read waiting for its next chunk is cut too;
+    by the clock between chunks under another event loop (trio)."""
     if not _unread(response):
         return read_content(response, limit)
     encoding = supported_encoding(response)
@@ -157,18 +211,29 @@ async def aread_bounded(response: httpx.Response, limit: int) -> bytes | None:
         return None
     inflater = _Inflater(encoding, limit)
     chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+    deadline = time.monotonic() + seconds
     taken = 0
     try:
-        async for chunk in chunks:
-            piece = chunk[: limit - taken]
-            taken += len(piece)
-            if inflater.feed(piece) or taken >= limit:
-                break
-    except httpx.HTTPError:
+        async with _timeout(seconds):
+            async for chunk in chunks:
+                piece = chunk[: limit - taken]
+                taken += len(piece)
+                if inflater.feed(piece) or taken >= limit or time.monotonic() >= deadline:
+                    break
+    except (httpx.HTTPError, TimeoutError):  # broken, or out of time: use what arrived
         pass
     finally:
         await chunks.aclose()
     return bytes(inflater.out)
+
+
+def _timeout(seconds: float) -> AbstractAsyncContextManager[object]:
+    """``asyncio.timeout(seconds)`` inside an asyncio task, else a context that does nothing."""
+    try:
+        running = asyncio.current_task() is not None
+    except RuntimeError:  # no asyncio loop running: trio, or a coroutine driven by hand
+        running = False
+    return asyncio.timeout(seconds) if running else contextlib.nullcontext()
 
 
 def clean(text: str, limit: int = MAX_UPSTREAM_CHARS) -> str:
@@ -189,14 +254,11 @@ def parse_body(body: bytes | None, content_type: str) -> UpstreamBody:
     charset = label[1] if label else None
     head = body[:64].lstrip().lower()
     if "html" in media or head.startswith((b"<!doctype html", b"<html")):
-        found = _TITLE.search(body)
-        title = clean(_unescape(_decode(found[1], charset)), MAX_TOKEN_CHARS) if found else ""
+        found = _html_title(body)
+        title = clean(_unescape(_decode(found, charset)), MAX_TOKEN_CHARS) if found else ""
         return UpstreamBody(html_title=title or None)
     if head.startswith((b"{", b"[")) or "json" in media:
-        try:  # from bytes, json detects UTF-8/16/32 itself
-            payload = json.loads(body if charset is None else _decode(body, charset))
-        except (ValueError, RecursionError):
-            payload = None
+        payload = _json(body if charset is None else _decode(body, charset))
         if isinstance(payload, dict | list):
             return _from_json(payload)
     text = _decode(body, charset)
@@ -215,6 +277,46 @@ def parse_body(body: bytes | None, content_type: str) -> UpstreamBody:
     return EMPTY
 
 
+def _html_title(body: bytes) -> bytes | None:
+    """The text between the first ``<title...>`` and the ``</title`` after it (ASCII case
+    ignored), or None: what ``<title[^>]*>(.*?)</title`` finds, in linear time (the pattern
+    rescanned the rest of the body from every ``<title`` without a closing tag)."""
+    lowered = body.lower()
+    start = lowered.find(b"<title")
+    opened = lowered.find(b">", start) if start >= 0 else -1
+    end = lowered.find(b"</title", opened) if opened >= 0 else -1
+    return body[opened + 1 : end] if end >= 0 else None
+
+
+def _json(document: bytes | str) -> object:
+    """The parsed document, or None. From bytes, json detects UTF-8/16/32 itself.
+
+    An integer longer than Python converts (4,300 digits by default) makes ``json.loads`` fail
+    as a whole; a second parse reads such integers as infinite floats, so that the rest of the
+    body (the message, a huge ``retry_after``, which then clamps) is still read.
+    """
+    try:
+        if isinstance(document, bytes) and document[:1] in b"{[" and document[1:2] != b"\x00":
+            # What json.loads does to bytes that cannot be UTF-16/32, without its Python-level
+            # detect_encoding(): the common case, on the hot path of every JSON error body.
+            document = document.decode("utf-8", "surrogatepass")
+        return json.loads(document)
+    except RecursionError:
+        return None
+    except ValueError:  # UnicodeDecodeError too
+        pass
+    try:
+        return json.loads(document, parse_int=_json_int)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _json_int(text: str) -> int | float:
+    if len(text) <= _MAX_JSON_INT_DIGITS:
+        return int(text)
+    return -math.inf if text.startswith("-") else math.inf
+
+
 def _unescape(text: str) -> str:
     from html import unescape  # rare paths (HTML, XML): keep ``import tdk.http`` light
 
@@ -222,10 +324,21 @@ def _unescape(text: str) -> str:
 
 
 def _decode(body: bytes, charset: str | None) -> str:
+    """``body`` as text in the declared charset when it is a real text encoding, else UTF-8;
+    undecodable bytes become U+FFFD."""
+    return body.decode(_encoding(charset) if charset else "utf-8", errors="replace")
+
+
+@lru_cache(maxsize=64)
+def _encoding(label: str) -> str:
+    """The Python codec for a charset label if it is in ``_TEXT_ENCODINGS``, else UTF-8."""
+    if _CHARSET_LABEL.fullmatch(label) is None:  # a 10 KB label never reaches the registry
+        return "utf-8"
     try:
-        return body.decode(charset or "utf-8", errors="replace")
-    except LookupError:  # an unknown charset name
-        return body.decode("utf-8", errors="replace")
+        name = codecs.lookup(label).name
+    except LookupError:
+        return "utf-8"
+    return name if name in _TEXT_ENCODINGS else "utf-8"
 
 
 def _str(value: object) -> str | None:
@@ -238,8 +351,8 @@ def _str(value: object) -> str | None:
 def _code(value: object) -> str | None:
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, int):  # a longer one is garbage (and str() of it costs quadratic time)
+        return str(value) if -_MAX_CODE < value < _MAX_CODE else None
     if isinstance(value, str):
         text = clean(value.rpartition("#")[2], MAX_TOKEN_CHARS)  # AWS "namespace#Code"
         return text or None
@@ -290,17 +403,95 @@ def _from_json(payload: dict[str, Any] | list[Any]) -> UpstreamBody:
             text = _shopify(errors)
     if text is None:  # GitHub, Discord, Notion, HubSpot, AWS JSON
         text = _str(first.get("message")) or _str(first.get("Message"))
-    codes.append(_code(first.get("code")))
-    codes.append(_code(first.get("__type")))
-    codes.extend(_code(item.get("errorCode")) for item in items)  # Salesforce
+    for key in ("code", "__type"):  # Discord, Notion, AWS JSON...
+        if key in first:
+            codes.append(_code(first[key]))
+    for item in items:  # Salesforce
+        if "errorCode" in item:
+            codes.append(_code(item["errorCode"]))
     if kind is None:
         kind = _str(first.get("type"))
     return UpstreamBody(
         payload=payload,
         text=text,
-        codes=tuple(dict.fromkeys(code for code in codes if code)),
+        codes=tuple(dict.fromkeys(filter(None, codes))),
         type=kind[:MAX_TOKEN_CHARS] if kind else None,
+        fields=_field_errors(first, error) if _may_list_fields(first, error) else (),
     )
+
+
+def _may_list_fields(first: dict[str, Any], error: object) -> bool:
+    """Whether ``first`` has a member that :func:`_field_errors` reads (most bodies have none:
+    the check keeps the common case cheap)."""
+    if "errors" in first or "invalid-params" in first or "detail" in first:
+        return True
+    return isinstance(error, dict) and ("param" in error or "details" in error)
+
+
+def _field_errors(first: dict[str, Any], error: object) -> tuple[tuple[str, str], ...]:
+    """(field, problem) pairs from every shape that names the fields at fault:
+
+    - RFC 9457 ``errors[]`` with ``pointer`` + ``detail``; JSON:API ``errors[]`` with
+      ``source.pointer`` (or ``source.parameter``) + ``detail`` (else ``title``); GitHub
+      ``errors[]`` with ``field`` + ``message`` (else ``code``);
+    - RFC 7807-style ``invalid-params[]`` with ``name`` + ``reason``;
+    - FastAPI/pydantic ``detail[]`` with ``loc`` + ``msg`` (``input`` and ``ctx`` never read);
+    - Stripe ``error.param`` + ``error.message`` (else ``error.code``); Google
+      ``error.details[].fieldViolations[]`` with ``field`` + ``description``.
+
+    An item missing either part, or holding one of the wrong type, is skipped.
+    """
+    found: list[tuple[str | None, str | None]] = []
+    errors = first.get("errors")
+    if isinstance(errors, list):  # each shape is looked at only when present: this is hot
+        for item in _dicts(errors):
+            source = item.get("source")
+            if not isinstance(source, dict):
+                source = {}
+            field = _token(item.get("pointer")) or _token(source.get("pointer"))
+            field = field or _token(source.get("parameter")) or _token(item.get("field"))
+            if field is not None:
+                problem = _problem(item.get("detail")) or _problem(item.get("message"))
+                problem = problem or _problem(item.get("title")) or _problem(item.get("code"))
+                found.append((field, problem))
+    params = first.get("invalid-params")
+    if isinstance(params, list):
+        found.extend((_token(i.get("name")), _problem(i.get("reason"))) for i in _dicts(params))
+    detail = first.get("detail")
+    if isinstance(detail, list):
+        found.extend((_location(i.get("loc")), _problem(i.get("msg"))) for i in _dicts(detail))
+    if isinstance(error, dict):  # ``first["error"]``
+        param = error.get("param")
+        if isinstance(param, str):
+            problem = _problem(error.get("message")) or _problem(error.get("code"))
+            found.append((_token(param), problem))
+        details = error.get("details")
+        if isinstance(details, list):
+            for violations in _dicts(details):
+                for item in _dicts(violations.get("fieldViolations")):
+                    found.append((_token(item.get("field")), _problem(item.get("description"))))
+    if not found:
+        return ()
+    pairs = dict.fromkeys((field, problem) for field, problem in found if field and problem)
+    return tuple(pairs)[:MAX_FIELD_ERRORS]
+
+
+def _token(value: object) -> str | None:
+    return (clean(value, MAX_TOKEN_CHARS) or None) if isinstance(value, str) else None
+
+
+def _problem(value: object) -> str | None:
+    return (clean(value, MAX_PROBLEM_CHARS) or None) if isinstance(value, str) else None
+
+
+def _location(value: object) -> str | None:
+    """A pydantic ``loc`` (``["body", "tags", 0]``) as ``body.tags.0``; None unless every part
+    is a string or an index (an integer of sane size)."""
+    if not isinstance(value, list) or not value:
+        return None
+    parts = [part if isinstance(part, str) else _code(part) for part in value[:_MAX_LOC_PARTS]]
+    names = [part for part in parts if part is not None]
+    return _token(".".join(names)) if len(names) == len(parts) else None
 
 
 def _shopify(errors: object) -> str | None:

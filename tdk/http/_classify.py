@@ -5,6 +5,10 @@ table). Then the rate-limit overrides (a 403/400 that is really a rate limit kee
 ``status_code``), the retry hint (:mod:`._retry_after`, :mod:`._ratelimit`), the explicit server
 verdicts on retryability, and the texts: a fixed sentence per kind for the model, the
 upstream's own words (redacted) for developers.
+
+A last resort keeps the promise that only the classified error leaves the hook: should the
+classification meet an unexpected exception (a bug), the error is built again from the status
+and headers alone, else from the status alone, and ``details["fallback"]`` says so.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ from __future__ import annotations
 import base64
 import binascii
 import http
+import logging
 import math
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote_plus
 
@@ -30,9 +37,18 @@ from tdk._redact import (
     redact_url,
 )
 from tdk.errors import MAX_DEVELOPER_MESSAGE_CHARS, ErrorKind, UpstreamError, UpstreamRateLimitError
-from tdk.http._body import MAX_TOKEN_CHARS, UpstreamBody, clean, parse_body, supported_encoding
+from tdk.http._body import (
+    EMPTY,
+    MAX_TOKEN_CHARS,
+    UpstreamBody,
+    clean,
+    parse_body,
+    supported_encoding,
+)
 from tdk.http._ratelimit import RateLimitState, rate_limit_state
 from tdk.http._retry_after import Clock, body_retry_ms, header_map, header_retry_ms
+
+_LOG: Final = logging.getLogger("tdk.http")
 
 BodyCheck = Callable[[httpx.Response, object], UpstreamError | None]
 """A provider-specific check: ``(response, parsed JSON body or None) -> error or None``."""
@@ -67,6 +83,11 @@ QUOTED_STATUSES: Final = frozenset({400, 404, 409, 422})
 #: Longest upstream text in the model-facing message / in the developer message.
 MODEL_TEXT_CHARS: Final = 300
 DEVELOPER_TEXT_CHARS: Final = 1_000
+#: Field errors listed in the model-facing message, and the longest field name and problem
+#: text there (all of them, up to ``MAX_FIELD_ERRORS``, stay in ``details["errors"]``).
+MODEL_FIELD_ERRORS: Final = 5
+MODEL_FIELD_CHARS: Final = 80
+MODEL_PROBLEM_CHARS: Final = 150
 
 _SENTENCES: Final[Mapping[ErrorKind, str]] = {
     ErrorKind.UPSTREAM_RUNTIME_BAD_REQUEST: "The upstream service rejected the request",
@@ -97,16 +118,99 @@ def build_error(
     secrets: Iterable[str] = (),
     check_body: BodyCheck | None = None,
 ) -> UpstreamError:
-    """Classify a response of status >= 400 (or outside 100-599) given at most its body."""
-    status = response.status_code
-    headers = header_map(response.headers)
-    parsed = parse_body(body, headers.get("content-type", ""))
-    request = _request_of(response)
-    if check_body is not None:
+    """Classify a response of status >= 400 (or outside 100-599) given at most its body.
+
+    Raises only what ``check_body`` raises (or a ``TypeError`` for what it returns): an
+    unexpected exception of the classification itself gives :func:`_last_resort`'s error.
+    """
+    secrets = tuple(secrets)  # read twice when the last resort runs
+    failure: Exception | None = None
+    headers: dict[str, str] = {}
+    parsed = EMPTY
+    try:
+        headers = header_map(response.headers)
+        parsed = parse_body(body, headers.get("content-type", ""))
+    except Exception as exc:  # a bug: the check still runs, on no payload
+        failure = exc
+    if check_body is not None:  # the user's code: its exceptions are the user's
         custom = check_body(response, parsed.payload)
         if custom is not None:
             return adopt(custom, response)
+    if failure is None:
+        try:
+            return _classified(
+                response, headers, parsed, body, now=now, limit=max_retry_after_ms, secrets=secrets
+            )
+        except Exception as exc:  # a bug: never let a foreign exception leave the hook
+            failure = exc
+    return _last_resort(response, failure, now=now, limit=max_retry_after_ms, secrets=secrets)
 
+
+def _last_resort(
+    response: httpx.Response,
+    failure: Exception,
+    *,
+    now: datetime | None,
+    limit: int,
+    secrets: Sequence[str],
+) -> UpstreamError:
+    """The error of a response whose classification failed: built again from the status and
+    headers alone (the body is the usual culprit), else from the status alone; marked in
+    ``details["fallback"]`` and the developer message, and logged as the bug it is."""
+    try:
+        headers = header_map(response.headers)
+        error = _classified(response, headers, EMPTY, None, now=now, limit=limit, secrets=secrets)
+        used, unread = "status and headers", "body"
+    except Exception:
+        error = _status_only(response)
+        used, unread = "status", "body or headers"
+    name = type(failure).__name__
+    error.details["fallback"] = used
+    error.details["fallback_error"] = name
+    note = (
+        f"[tdk could not read this response's {unread} ({name}): classified from its {used} alone]"
+    )
+    error.developer_message = f"{error.developer_message} {note}"[:MAX_DEVELOPER_MESSAGE_CHARS]
+    where = traceback.extract_tb(failure.__traceback__)[-1]
+    _LOG.warning(
+        "classifying an HTTP %s response failed with %s at %s:%s in %s(); classified from its "
+        "%s alone. This is a bug in tdk.http: please report it.",
+        response.status_code,
+        name,
+        Path(where.filename).name,
+        where.lineno,
+        where.name,
+        used,
+    )
+    return error
+
+
+def _status_only(response: httpx.Response) -> UpstreamError:
+    """The error the status table gives, with the fixed sentence and the standard phrase."""
+    status = response.status_code
+    cls = UpstreamError.class_for_status(status)
+    phrase = _PHRASES.get(status)
+    return cls(
+        f"{_SENTENCES[cls.kind]} (HTTP {status}).",
+        status_code=status,
+        developer_message=f"HTTP {status} {phrase}" if phrase else f"HTTP {status}",
+        details={"status_code": status},
+    )
+
+
+def _classified(
+    response: httpx.Response,
+    headers: dict[str, str],
+    parsed: UpstreamBody,
+    body: bytes | None,
+    *,
+    now: datetime | None,
+    limit: int,
+    secrets: Sequence[str],
+) -> UpstreamError:
+    """The classification proper (see the module doc); ``limit`` is ``max_retry_after_ms``."""
+    status = response.status_code
+    request = _request_of(response)
     clock = Clock(headers.get("date"), now)
     state = rate_limit_state(headers, status, clock)
     cls = UpstreamError.class_for_status(status)
@@ -133,16 +237,21 @@ def build_error(
 
     known = [*request_secrets(request), *secrets]
     details = _details(request, status, parsed=parsed, headers=headers, state=state, secrets=known)
+    fields = [(redact_text(f, known), redact_text(p, known)) for f, p in parsed.fields]
+    if fields:
+        details["errors"] = [{"field": field, "problem": problem} for field, problem in fields]
     if source is not None:
         details["retry_after_source"] = source
-    if retry_after_ms is not None and retry_after_ms > max_retry_after_ms:
+    if retry_after_ms is not None and retry_after_ms > limit:
         details["retry_after_clamped_from_ms"] = retry_after_ms
-        retry_after_ms = max_retry_after_ms
+        retry_after_ms = limit
 
     text = redact_text(parsed.text, known, limit=DEVELOPER_TEXT_CHARS) if parsed.text else None
     kind = cls.kind
     will_retry = retryable if retryable is not None else _default_retryable(cls, status)
-    message = _model_message(kind, status, text, retry_after_ms, will_retry, quota=quota)
+    message = _model_message(
+        kind, status, text, retry_after_ms, will_retry, quota=quota, fields=fields
+    )
     developer = _developer_message(
         details, text, parsed=parsed, body=body, response=response, secrets=known
     )
@@ -264,9 +373,11 @@ def _out_of_quota(parsed: UpstreamBody) -> bool:
 
 def _verdict(headers: Mapping[str, str]) -> bool | None:
     for name in VERDICT_HEADERS:
-        value = headers.get(name, "").strip().lower()
-        if value in ("true", "false"):
-            return value == "true"
+        value = headers.get(name)
+        if value is not None:
+            verdict = value.strip().lower()
+            if verdict in ("true", "false"):
+                return verdict == "true"
     return None
 
 
@@ -317,15 +428,32 @@ def _model_message(
     retryable: bool,
     *,
     quota: bool,
+    fields: Sequence[tuple[str, str]] = (),
 ) -> str:
     sentence = _QUOTA_SENTENCE if quota else _SENTENCES[kind]
     parts = [f"{sentence} (HTTP {status})."]
-    if text and status in QUOTED_STATUSES:
-        quoted = text if len(text) <= MODEL_TEXT_CHARS else f"{text[:MODEL_TEXT_CHARS]}..."
-        parts.append(f'Upstream message: "{quoted}"')
+    if status in QUOTED_STATUSES:
+        if text:
+            parts.append(f'Upstream message: "{_cut(text, MODEL_TEXT_CHARS)}"')
+        if fields:
+            parts.append(_field_list(fields))
     if retry_after_ms is not None and retryable:
         parts.append(f"Retry after {_seconds(retry_after_ms)} s.")
     return " ".join(parts)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _field_list(fields: Sequence[tuple[str, str]]) -> str:
+    """``Upstream field errors: name: "problem"; ...`` for the first few, then how many more."""
+    listed = "; ".join(
+        f'{_cut(field, MODEL_FIELD_CHARS)}: "{_cut(problem, MODEL_PROBLEM_CHARS)}"'
+        for field, problem in fields[:MODEL_FIELD_ERRORS]
+    )
+    more = len(fields) - MODEL_FIELD_ERRORS
+    return f"Upstream field errors: {listed}" + (f" (and {more} more)." if more > 0 else ".")
 
 
 def _developer_message(

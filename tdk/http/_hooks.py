@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -28,7 +29,13 @@ from typing import Any, Final, Protocol, TypeVar
 import httpx
 
 from tdk.errors import UpstreamError
-from tdk.http._body import DEFAULT_MAX_BODY_BYTES, aread_bounded, read_bounded, read_content
+from tdk.http._body import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_BODY_SECONDS,
+    aread_bounded,
+    read_bounded,
+    read_content,
+)
 from tdk.http._classify import BodyCheck, adopt, build_error
 from tdk.http._logging import redact_httpx_logs
 from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS
@@ -64,6 +71,10 @@ class UpstreamHook:
     :param max_retry_after_ms: longest ``retry_after_ms`` reported; longer waits are clamped
         and the original value is kept in ``details["retry_after_clamped_from_ms"]``.
     :param max_body_bytes: raw bytes read from an error body at most, and decoded bytes kept.
+    :param max_body_seconds: seconds spent reading an error body at most (a number > 0); the
+        classification uses what arrived by then. The async hook reads under
+        :func:`asyncio.timeout`; the sync hook checks the clock between chunks, so one
+        blocking read there lasts at most httpx's own read timeout.
     :param check_body: a provider-specific check, called as ``check_body(response, payload)``
         with the parsed JSON body (or None). It runs on every error response before the
         standard classification, and on 2xx responses whose ``Content-Type`` mentions JSON
@@ -76,6 +87,7 @@ class UpstreamHook:
 
     max_retry_after_ms: int = DEFAULT_MAX_RETRY_AFTER_MS
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_body_seconds: float = DEFAULT_MAX_BODY_SECONDS
     check_body: BodyCheck | None = None
 
     def __post_init__(self) -> None:
@@ -83,6 +95,13 @@ class UpstreamHook:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < floor:
                 raise ValueError(f"{name} must be an int >= {floor}, got {value!r}")
+        seconds = self.max_body_seconds
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 < seconds < math.inf
+        ):
+            raise ValueError(f"max_body_seconds must be a number > 0, got {seconds!r}")
         if self.check_body is not None and not callable(self.check_body):
             raise TypeError("check_body must be callable or None")
 
@@ -97,7 +116,7 @@ class UpstreamHook:
             return
         if status in CHALLENGES and _SENDING.get():
             return  # an auth flow may answer it; the installed send classifies the last one
-        body = read_bounded(response, self.max_body_bytes)
+        body = read_bounded(response, self.max_body_bytes, self.max_body_seconds)
         response.close()
         raise self._error(response, body, None, ())
 
@@ -112,7 +131,7 @@ class UpstreamHook:
             return
         if status in CHALLENGES and _SENDING.get():
             return
-        body = await aread_bounded(response, self.max_body_bytes)
+        body = await aread_bounded(response, self.max_body_bytes, self.max_body_seconds)
         await response.aclose()
         raise self._error(response, body, None, ())
 
@@ -304,6 +323,7 @@ def install(
     *,
     max_retry_after_ms: int = DEFAULT_MAX_RETRY_AFTER_MS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_body_seconds: float = DEFAULT_MAX_BODY_SECONDS,
     check_body: BodyCheck | None = None,
 ) -> ClientT:
     """Add the right hook to an existing ``httpx.Client`` or ``httpx.AsyncClient`` (or their
@@ -313,7 +333,10 @@ def install(
     :class:`UpstreamHook`.
     """
     hook = UpstreamHook(
-        max_retry_after_ms=max_retry_after_ms, max_body_bytes=max_body_bytes, check_body=check_body
+        max_retry_after_ms=max_retry_after_ms,
+        max_body_bytes=max_body_bytes,
+        max_body_seconds=max_body_seconds,
+        check_body=check_body,
     )
     return hook.install(client)
 

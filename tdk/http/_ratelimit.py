@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
 
-from tdk.http._retry_after import Clock, HeaderMap, reset_wait_ms
+from tdk.http._retry_after import Clock, HeaderMap, number, reset_wait_ms
 
 _FLAT = re.compile(r"(?P<prefix>(?:x-)?rate-?limit)-(?P<field>limit|remaining|reset|reset-after)")
 _SUFFIXED = re.compile(
@@ -30,10 +30,17 @@ _SUFFIXED = re.compile(
 _INFIXED = re.compile(
     r"(?P<prefix>[a-z0-9-]*rate-?limit)-(?P<bucket>[a-z0-9-]+?)-(?P<field>limit|remaining|reset)"
 )
-_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+#: Longest header name matched against the dialects. Real ones are short (Anthropic's
+#: ``anthropic-ratelimit-output-tokens-remaining`` has 43 characters); a longer name is skipped
+#: unread, because ``_SUFFIXED``/``_INFIXED`` cost O(n * k) on a name of length n holding k
+#: ``ratelimit`` (``"x-ratelimit-" * 5000``: seconds).
+_MAX_NAME_CHARS: Final = 100
 _TOO_MANY_REQUESTS: Final = 429
 #: Longest raw reset value copied into ``details``.
 _MAX_RESET_CHARS: Final = 64
+#: Longest ``limit``/``remaining`` value read: a 64-bit count has 20 digits, so anything longer
+#: is garbage (and never reaches ``int()``, ``float()`` or ``details``).
+_MAX_COUNT_CHARS: Final = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +108,8 @@ class RateLimitState:
 def rate_limit_state(headers: HeaderMap, status: int, clock: Clock) -> RateLimitState:
     """The buckets of ``headers``, and the wait that the exhausted ones impose."""
     buckets = _buckets(headers)
+    if not buckets:
+        return _NO_BUCKETS
     shown: Bucket | None = None
     longest: int | None = None
     for bucket in buckets:
@@ -116,6 +125,10 @@ def rate_limit_state(headers: HeaderMap, status: int, clock: Clock) -> RateLimit
     return RateLimitState(buckets, shown, longest)
 
 
+#: The state of a response without rate-limit headers (most of them).
+_NO_BUCKETS: Final = RateLimitState((), None, None)
+
+
 def _buckets(headers: HeaderMap) -> tuple[Bucket, ...]:
     found: list[Bucket] = []
     field = headers.get("ratelimit")
@@ -123,7 +136,7 @@ def _buckets(headers: HeaderMap) -> tuple[Bucket, ...]:
         found.extend(_ietf_buckets(field, headers.get("ratelimit-policy")))
     grouped: dict[tuple[str, str], dict[str, str]] = {}
     for name, value in headers.items():
-        if "ratelimit" not in name and "rate-limit" not in name:
+        if ("ratelimit" not in name and "rate-limit" not in name) or len(name) > _MAX_NAME_CHARS:
             continue
         match = _FLAT.fullmatch(name) or _SUFFIXED.fullmatch(name) or _INFIXED.fullmatch(name)
         if match is None:
@@ -186,11 +199,12 @@ def _params(pairs: list[str]) -> dict[str, str]:
     return params
 
 
-def _plain(number: Fraction) -> int | float:
-    return int(number) if number.denominator == 1 else float(number)
+def _plain(value: Fraction) -> int | float:
+    return int(value) if value.denominator == 1 else float(value)
 
 
 def _number(value: str | None) -> int | Fraction | None:
+    """A count (``limit``, ``remaining``): ``DIGITS[.DIGITS]`` of at most 32 characters."""
     if value is None:
         return None
     text = value.strip()
@@ -199,6 +213,4 @@ def _number(value: str | None) -> int | Fraction | None:
         if len(values) != 1:
             return None
         text = values.pop()
-    if text.isdigit() and text.isascii():
-        return int(text)
-    return Fraction(text) if _NUMBER.fullmatch(text) else None
+    return number(text) if len(text) <= _MAX_COUNT_CHARS else None

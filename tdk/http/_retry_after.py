@@ -4,8 +4,13 @@ This module knows the value grammars (delta seconds, HTTP-dates, epoch numbers, 
 durations, RFC 3339 timestamps) and the reference clock; :mod:`tdk.http._ratelimit` knows which
 headers carry them. Every parser returns whole milliseconds rounded up, ``0`` for a time in the
 past, and ``None`` for anything it does not recognise (so that the caller falls through to the
-next source). Arithmetic is exact (integers and :class:`~fractions.Fraction`), so huge values
-never overflow and ``1.0001`` seconds is 1001 ms, not 1000.
+next source). Arithmetic is exact (integers and :class:`~fractions.Fraction`), so
+``1.0001`` seconds is 1001 ms, not 1000.
+
+Upstream numbers are read at bounded cost (:func:`number`): Python's ``int()`` and
+``Fraction()`` refuse more than 4,300 digits and cost quadratic time below that. A number
+with more than 24 integer digits stands for "longer than any clamp", and every wait is at most
+:data:`MAX_WAIT_MS`, so that what lands in ``details`` stays a JSON-safe integer.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ import httpx
 #: Waits above this are clamped (6 hours, as urllib3 does since 2.6.3).
 DEFAULT_MAX_RETRY_AFTER_MS: Final = 21_600_000
 
+#: The longest wait reported (2**53 - 1 ms, about 285,000 years: the largest integer that JSON
+#: readers keep exact). A longer wait, however many digits it has, reads as this one.
+MAX_WAIT_MS: Final = 2**53 - 1
+
 #: Headers holding a delay in milliseconds, read before ``Retry-After`` (OpenAI, Azure, AWS).
 MS_HEADERS: Final = ("retry-after-ms", "x-ms-retry-after-ms", "x-amz-retry-after")
 
@@ -33,17 +42,22 @@ _EPOCH_MS_FLOOR: Final = 10**12
 #: A bare number at least this large (and below the one above) is an epoch in seconds.
 _EPOCH_S_FLOOR: Final = 10**9
 
-_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+#: Integer digits (leading zeros aside) read exactly; a number with more is "huge".
+_MAX_DIGITS: Final = 24
+#: What a huge number reads as: longer than ``MAX_WAIT_MS`` in any unit read here.
+_HUGE: Final = 10**_MAX_DIGITS
+#: Fraction digits read exactly; any non-zero digit after them rounds up in the last one.
+_MAX_FRACTION_DIGITS: Final = 24
 _GO_DURATION = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?(?:h|ms|m|s|us|µs|ns))+")
 _GO_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
-_GO_UNIT_US: Final[Mapping[str, Fraction]] = {
-    "h": Fraction(3_600_000_000),
-    "m": Fraction(60_000_000),
-    "s": Fraction(1_000_000),
-    "ms": Fraction(1_000),
-    "us": Fraction(1),
-    "µs": Fraction(1),
-    "ns": Fraction(1, 1_000),
+_GO_UNIT_NS: Final[Mapping[str, int]] = {
+    "h": 3_600_000_000_000,
+    "m": 60_000_000_000,
+    "s": 1_000_000_000,
+    "ms": 1_000_000,
+    "us": 1_000,
+    "µs": 1_000,
+    "ns": 1,
 }
 _PROTO_DURATION = re.compile(r"([0-9]+(?:\.[0-9]{1,9})?)s")
 _ISO_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}")
@@ -64,16 +78,22 @@ HeaderMap = Mapping[str, str]
 def header_map(headers: httpx.Headers | Mapping[str, str]) -> dict[str, str]:
     """``headers`` as a plain dict with lower-case names (one pass; lookups then cost nothing).
 
-    Repeated fields are joined with ``", "`` as RFC 9110 section 5.3 allows.
+    Repeated fields are joined with ``", "`` as RFC 9110 section 5.3 allows: collected first
+    and joined once, so that thousands of repeats cost linear time, not quadratic.
     """
-    merged: dict[str, str] = {}
     if isinstance(headers, httpx.Headers):
-        for key, value in headers.multi_items():  # names come lower-cased
-            merged[key] = f"{merged[key]}, {value}" if key in merged else value
-        return merged
-    for name, value in headers.items():
-        key = name.lower()
-        merged[key] = f"{merged[key]}, {value}" if key in merged else value
+        items = headers.multi_items()  # names come lower-cased
+    else:
+        items = [(name.lower(), value) for name, value in headers.items()]
+    merged: dict[str, str] = {}
+    repeated: dict[str, list[str]] = {}
+    for key, value in items:
+        if key in merged:
+            repeated.setdefault(key, [merged[key]]).append(value)
+        else:
+            merged[key] = value
+    for key, values in repeated.items():
+        merged[key] = ", ".join(values)
     return merged
 
 
@@ -100,7 +120,7 @@ class Clock:
 
     def wait_until_ms(self, target_us: Fraction | int) -> int:
         """Milliseconds from now until ``target_us`` (epoch microseconds); 0 if it has passed."""
-        return max(0, math.ceil(Fraction(target_us - self.now_us(), 1000)))
+        return max(0, whole_ms(Fraction(target_us - self.now_us(), 1000)))
 
 
 def epoch_us(moment: datetime) -> int:
@@ -114,39 +134,65 @@ def single_value(value: str) -> str | None:
     """One field value from several joined with commas, or None when they disagree.
 
     RFC 9110 section 5.5: two different ``Retry-After`` fields (``"5, 10"``) must be ignored,
-    while identical duplicates are harmless. The split is tried at every group size, because an
-    HTTP-date holds a comma of its own.
+    while identical duplicates are harmless. Copies of one piece are tried, then copies of two
+    pieces, because an HTTP-date holds a comma of its own (no value read here holds two): two
+    passes, linear in the length of ``value`` (trying every group size was not).
     """
     value = value.strip()
     if "," not in value:
         return value
     pieces = value.split(",")
-    for copies in range(len(pieces), 1, -1):
-        if len(pieces) % copies:
-            continue
-        size = len(pieces) // copies
-        groups = {",".join(pieces[i : i + size]).strip() for i in range(0, len(pieces), size)}
-        if len(groups) == 1:
-            return groups.pop()
+    for size in (1, 2):
+        if len(pieces) % size == 0:
+            groups = {",".join(pieces[i : i + size]).strip() for i in range(0, len(pieces), size)}
+            if len(groups) == 1:
+                return groups.pop()
     return value  # one value holding a comma (an HTTP-date), or several that disagree
+
+
+def number(text: str) -> int | Fraction | None:
+    """A ``DIGITS[.DIGITS]`` number (ASCII digits only), read at bounded cost; else None.
+
+    Leading zeros are skipped. More than 24 integer digits read as ``10**24`` (a wait longer
+    than any clamp, whatever the unit); fraction digits past the 24th count only as "more than
+    zero", rounding the 24th up. Never calls ``int()`` or ``Fraction()`` on more than 48
+    digits, so 5,000 digits cost a scan, not an exception.
+    """
+    if text.isdigit() and text.isascii() and len(text) <= _MAX_DIGITS:
+        return int(text)  # the common case
+    whole, dot, fraction = text.partition(".")
+    if not (whole.isdigit() and whole.isascii()):  # "".isdigit() is False: ".5" is no number
+        return None
+    if dot and not (fraction.isdigit() and fraction.isascii()):  # "5." and "5.x" neither
+        return None
+    whole = whole.lstrip("0")
+    if len(whole) > _MAX_DIGITS:
+        return _HUGE
+    round_up = 0
+    if len(fraction) > _MAX_FRACTION_DIGITS:
+        round_up = 1 if fraction[_MAX_FRACTION_DIGITS:].strip("0") else 0
+        fraction = fraction[:_MAX_FRACTION_DIGITS]
+    scaled = int(whole + fraction or "0") + round_up
+    return Fraction(scaled, 10 ** len(fraction)) if fraction else scaled
+
+
+def whole_ms(milliseconds: int | Fraction) -> int:
+    """``milliseconds`` rounded up, at most :data:`MAX_WAIT_MS`."""
+    return min(math.ceil(milliseconds), MAX_WAIT_MS)
 
 
 def seconds_ms(text: str) -> int | None:
     """``DIGITS[.DIGITS]`` seconds as whole milliseconds (rounded up), else None."""
-    if text.isdigit() and text.isascii():
-        return int(text) * 1000
-    if _DECIMAL.fullmatch(text) is None:
-        return None
-    return math.ceil(Fraction(text) * 1000)
+    if text.isdigit() and text.isascii() and len(text) <= _MAX_DIGITS:
+        return min(int(text) * 1000, MAX_WAIT_MS)  # the common case, without two calls
+    seconds = number(text)
+    return None if seconds is None else whole_ms(seconds * 1000)
 
 
 def millis(text: str) -> int | None:
     """``DIGITS[.DIGITS]`` milliseconds, rounded up, else None (signs and exponents too)."""
-    if text.isdigit() and text.isascii():
-        return int(text)
-    if _DECIMAL.fullmatch(text) is None:
-        return None
-    return math.ceil(Fraction(text))
+    milliseconds = number(text)
+    return None if milliseconds is None else whole_ms(milliseconds)
 
 
 def _http_date(text: str | None) -> datetime | None:
@@ -228,19 +274,15 @@ def reset_wait_ms(value: str, clock: Clock, *, delta_only: bool = False) -> int 
     text = single_value(value)
     if not text:
         return None
-    if _DECIMAL.fullmatch(text):
-        number = Fraction(text)
-        if delta_only or number < _EPOCH_S_FLOOR:
-            return math.ceil(number * 1000)
-        if number < _EPOCH_MS_FLOOR:
-            return clock.wait_until_ms(number * 1_000_000)
-        return clock.wait_until_ms(number * 1000)
+    amount = number(text)
+    if amount is not None:
+        if delta_only or amount < _EPOCH_S_FLOOR:
+            return whole_ms(amount * 1000)
+        if amount < _EPOCH_MS_FLOOR:
+            return clock.wait_until_ms(amount * 1_000_000)
+        return clock.wait_until_ms(amount * 1000)
     if _GO_DURATION.fullmatch(text):
-        total_us = sum(
-            (Fraction(amount) * _GO_UNIT_US[unit] for amount, unit in _GO_PART.findall(text)),
-            Fraction(0),
-        )
-        return math.ceil(total_us / 1000)
+        return _go_duration_ms(text)
     if _ISO_TIMESTAMP.match(text):
         try:
             moment = datetime.fromisoformat(text)
@@ -248,6 +290,18 @@ def reset_wait_ms(value: str, clock: Clock, *, delta_only: bool = False) -> int 
             return None
         return clock.wait_until_ms(epoch_us(moment))
     return None
+
+
+def _go_duration_ms(text: str) -> int:
+    """A Go duration that matched ``_GO_DURATION``, in whole milliseconds (rounded up)."""
+    total_ns: int | Fraction = 0
+    for amount, unit in _GO_PART.findall(text):
+        part = number(amount)
+        assert part is not None  # the pattern matched DIGITS[.DIGITS]
+        total_ns += part * _GO_UNIT_NS[unit]
+        if total_ns >= _HUGE:  # already longer than any wait: the rest cannot shorten it
+            break
+    return whole_ms(Fraction(total_ns, 1_000_000))
 
 
 def body_retry_ms(payload: object) -> tuple[int, str] | None:
@@ -270,16 +324,18 @@ def body_retry_ms(payload: object) -> tuple[int, str] | None:
             delay = item.get("retryDelay")
             if isinstance(kind, str) and kind.endswith("google.rpc.RetryInfo"):
                 match = _PROTO_DURATION.fullmatch(delay) if isinstance(delay, str) else None
-                if match is not None:
-                    return math.ceil(Fraction(match[1]) * 1000), "body:retryDelay"
+                seconds = number(match[1]) if match is not None else None
+                if seconds is not None:
+                    return whole_ms(seconds * 1000), "body:retryDelay"
     for key in ("retry_after", "retryAfter"):
         value = payload.get(key)
         if isinstance(value, bool):
             continue
         if isinstance(value, int) and value >= 0:
-            return value * 1000, f"body:{key}"
-        if isinstance(value, float) and math.isfinite(value) and value >= 0:
-            return math.ceil(Fraction(repr(value)) * 1000), f"body:{key}"
+            return whole_ms(min(value, _HUGE) * 1000), f"body:{key}"
+        if isinstance(value, float) and value >= 0:  # NaN fails the comparison
+            exact = Fraction(repr(value)) if value < _HUGE else _HUGE  # infinity too
+            return whole_ms(exact * 1000), f"body:{key}"
         if isinstance(value, str):
             delay = seconds_ms(value.strip())
             if delay is not None:
