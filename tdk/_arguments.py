@@ -112,7 +112,7 @@ def invalid_arguments(
     listed = []
     parameters = spec.parameter_names
     found = exc.errors(include_url=False, include_input=False)
-    for error in found[:MAX_LISTED_PROBLEMS]:
+    for error in found if len(found) <= MAX_LISTED_PROBLEMS else found[:MAX_LISTED_PROBLEMS]:
         loc = error["loc"]
         if len(loc) == 1 and loc[0] in parameters:
             field = str(loc[0])

@@ -123,11 +123,11 @@ class Job:
             self.loop.call_soon_threadsafe(self._ended)
 
     def _ended(self) -> None:
-        """In the event loop: the body has ended."""
-        if not self.future.done():
-            self.future.set_result(None)
-        elif self.future.cancelled():  # nobody will ask for the outcome: let it go now
+        """In the event loop: the body has ended (once: a job ends once)."""
+        if self.future.cancelled():  # nobody will ask for the outcome: let it go now
             self._value = self._error = None
+        else:
+            self.future.set_result(None)
         callbacks, self._on_end = self._on_end, None
         for callback in callbacks or ():
             callback()

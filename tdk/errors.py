@@ -47,7 +47,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Final, Literal, Self, TypedDict, TypeVar, Unpack, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tdk._redact import REDACTED, credential_key, redact_text
 
@@ -730,11 +730,11 @@ class ErrorInfo(BaseModel):
     message: str
     developer_message: str | None = None
     retryable: bool
-    retry_after_ms: int | None = Field(default=None, ge=0, le=MAX_SAFE_INT)
-    status_code: int | None = Field(default=None, ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)
+    retry_after_ms: int | None = None
+    status_code: int | None = None
     additional_prompt_content: str | None = None
     tool_name: str | None = None
-    max_retry_attempts: int = Field(default=0, ge=0, le=MAX_SAFE_INT)
+    max_retry_attempts: int = 0
     details: dict[str, Any] = {}
     cause: str | None = None
     """Type name of the exception this error was mapped from or chained to."""
@@ -802,7 +802,7 @@ class ErrorInfo(BaseModel):
         try:
             # The validator itself (validated, as cls(**record) would be, without a frame).
             info: ErrorInfo = cls.__pydantic_validator__.validate_python(record)
-        except ValidationError as invalid:  # numbers out of range, reassigned after creation
+        except ValidationError as invalid:  # pragma: no cover (every field was read by its type)
             fields = sorted({str(e["loc"][0]) for e in invalid.errors() if e["loc"]})
             return cls._unreadable(exc, fields, tool_name, secrets)
         return info
@@ -930,7 +930,9 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
         elif isinstance(value, str) and expected is str:
             record[name] = str.__str__(value)  # a subclass as the plain value: no method called
         elif isinstance(value, int) and expected is int and type(value) is not bool:
-            record[name] = int.__index__(value)
+            number = record[name] = int.__index__(value)
+            if not (-MAX_SAFE_INT if name == "status_code" else 0) <= number <= MAX_SAFE_INT:
+                wrong.append(name)  # out of range (the constructor checks it; reassigned since)
         elif isinstance(value, expected) and expected is not str and expected is not int:
             record[name] = value
         else:

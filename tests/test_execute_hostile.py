@@ -247,6 +247,11 @@ def test_values_near_the_line_are_kept(annotation: Any, value: Any) -> None:
 # Arguments of run() itself
 
 
+def test_a_whole_number_of_seconds_is_a_timeout() -> None:
+    """``timeout=5`` (an int) is as good as ``5.0``."""
+    assert run(lookup.run({"n": 2}, timeout=5)).value == 2
+
+
 WRONG_CALL_IDS = [
     pytest.param({"call_id": 7}, TypeError, id="call-id-int"),
     pytest.param({"call_id": b"id"}, TypeError, id="call-id-bytes"),
@@ -620,6 +625,28 @@ def _explosive() -> list[Any]:
     return [table] * 300  # 27 million values when walked naively
 
 
+class _Tally(int):
+    """An int subclass (not an enum)."""
+
+
+class _Ratio(float):
+    """A float subclass."""
+
+
+class _Broken(dict[str, int]):
+    """A mapping whose items cannot be read."""
+
+    def items(self) -> Any:
+        raise RuntimeError("unreadable")
+
+
+class _Pair(tuple[int, int]):
+    """A tuple (a valid key) whose text fails."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
 def _reassigned(**fields: Any) -> Callable[[], ToolError]:
     def make() -> ToolError:
         error = RetryableToolError("Try again.", additional_prompt_content="Use page=2.")
@@ -667,6 +694,24 @@ MALFORMED = [
         ErrorKind.TOOL_RUNTIME_RETRY,
         id="str-subclass-with-lying-methods",
     ),
+    pytest.param(
+        _reassigned(
+            details={
+                "n": _Tally(3),
+                "r": _Ratio(0.5),
+                "broken": _Broken(a=1),
+                _Pair((1, 2)): "pair",
+                "many": {str(i): i for i in range(20_000)},
+            }
+        ),
+        ErrorKind.TOOL_RUNTIME_RETRY,
+        id="subclasses-unreadable-too-many-and-a-key-without-text",
+    ),
+    pytest.param(
+        lambda: RetryableToolError("x", details=[("a", 1)]),  # type: ignore[arg-type]
+        ErrorKind.TOOL_RUNTIME_FATAL,
+        id="details-not-a-mapping-at-creation",
+    ),
     pytest.param(_reassigned(message=b"bytes"), ErrorKind.TOOL_RUNTIME_FATAL, id="message-bytes"),
     pytest.param(_reassigned(message=42), ErrorKind.TOOL_RUNTIME_FATAL, id="message-int"),
     pytest.param(_reassigned(message=None), ErrorKind.TOOL_RUNTIME_FATAL, id="message-none"),
@@ -703,6 +748,31 @@ def test_malformed_tdk_errors_give_a_serialisable_result(
     repr(result)
     assert result.error is not None
     result.error.to_log_line()
+
+
+def test_odd_details_are_copied_as_json() -> None:
+    """Subclasses become plain values, what cannot be read or is too much is named."""
+
+    @tool
+    def raises() -> int:
+        """Raise with odd details."""
+        raise _reassigned(
+            details={
+                "n": _Tally(3),
+                "r": _Ratio(0.5),
+                "broken": _Broken(a=1),
+                _Pair((1, 2)): "pair",
+                "many": {str(i): i for i in range(20_000)},
+            }
+        )()
+
+    error = run(raises.run({})).error
+    assert error is not None
+    details = error.details
+    assert (details["n"], details["r"], details["broken"]) == (3, 0.5, "<unreadable _Broken>")
+    assert len(details["many"]) <= 10_000  # one budget for the whole of details
+    assert details["many"]["..."] == "<cut: too many values>"
+    assert details["<_Pair>"] == "pair"
 
 
 def test_a_malformed_error_says_which_fields() -> None:

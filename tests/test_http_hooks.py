@@ -325,8 +325,8 @@ def test_check_body_leaves_a_streamed_binary_success_unread() -> None:
         assert response.read() == b"ab"
 
 
-def test_check_body_async_reads_a_streamed_json_success() -> None:
-    """The async hook reads a streamed JSON success for the check; it stays readable."""
+def test_check_body_async_leaves_a_streamed_json_success_to_the_caller() -> None:
+    """A JSON success the caller streams is neither read nor checked: it reads as sent."""
 
     async def handler(request: httpx.Request) -> httpx.Response:
         async def chunks() -> Any:
@@ -485,3 +485,27 @@ def test_pickled_error_keeps_its_classification() -> None:
     assert error is not None
     copy = pickle.loads(pickle.dumps(error))
     assert copy.to_dict() == error.to_dict()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_hook_added_by_hand_checks_json_successes(flavour: str) -> None:
+    """A hook added to ``event_hooks`` by hand (no ``install``) reads and checks a JSON
+    success itself: httpx is about to read it anyway."""
+    hook = tdk.http.UpstreamHook(check_body=slack_check)
+    transport = httpx.MockTransport(slack_handler)
+    url = "https://slack.com/api/conversations.list"
+    if flavour == "sync":
+        client = httpx.Client(
+            transport=transport, event_hooks={"response": [hook.raise_for_upstream]}
+        )
+        with client, pytest.raises(UpstreamRateLimitError):
+            client.get(url)
+    else:
+
+        async def fetch() -> None:
+            hooks = {"response": [hook.araise_for_upstream]}
+            async with httpx.AsyncClient(transport=transport, event_hooks=hooks) as client:
+                await client.get(url)
+
+        with pytest.raises(UpstreamRateLimitError):
+            asyncio.run(fetch())
