@@ -47,10 +47,18 @@ async def await_job(job: Job, limit: float) -> None:
 async def await_coroutine(coro: Coroutine[Any, Any, Any], limit: float) -> Any:
     """``await coro`` for at most ``limit`` seconds; raise
     :class:`~tdk.errors.ToolTimeoutError` past it, whatever the body does with the
-    cancellation (see the module docstring)."""
+    cancellation (see the module docstring).
+
+    The body's first step runs before the limit is set up: a body that finishes without ever
+    waiting (nothing could have interrupted it) costs no timer.
+    """
+    try:
+        first = coro.send(None)
+    except StopIteration as finished:
+        return finished.value
     try:
         async with asyncio.timeout(limit) as scope:
-            return await _Relinquishing(coro, min(limit, MAX_GRACE), scope.expired)
+            return await _Relinquishing(coro, first, min(limit, MAX_GRACE), scope.expired)
     except TimeoutError:
         if scope.expired():
             raise _timeout(limit, None) from None
@@ -74,12 +82,17 @@ class _Relinquishing:
     ``asyncio.timeout`` or an anyio cancel scope inside it cancels this same task).
     """
 
-    __slots__ = ("_coro", "_expired", "_grace")
+    __slots__ = ("_coro", "_expired", "_first", "_grace")
 
     def __init__(
-        self, coro: Coroutine[Any, Any, Any], grace: float, expired: Callable[[], bool]
+        self,
+        coro: Coroutine[Any, Any, Any],
+        first: Any,
+        grace: float,
+        expired: Callable[[], bool],
     ) -> None:
         self._coro = coro
+        self._first = first  # what the body's first step awaits
         self._grace = grace
         self._expired = expired
 
@@ -88,13 +101,14 @@ class _Relinquishing:
         cancelled: BaseException | None = None  # the limit's cancellation, once it reached the body
         until = 0.0
         throw: BaseException | None = None
+        awaited, self._first = self._first, None
         while True:
             try:
-                if throw is None:
-                    awaited = coro.send(None)
-                else:
+                if throw is not None:
                     awaited = coro.throw(throw)
                     throw = None
+                elif awaited is _STEP:
+                    awaited = coro.send(None)
             except StopIteration as returned:
                 if cancelled is not None:
                     raise cancelled from None  # it returned instead of honouring it
@@ -111,6 +125,7 @@ class _Relinquishing:
                     if isinstance(exc, asyncio.CancelledError) and self._expired():
                         cancelled = exc
                         until = asyncio.get_running_loop().time() + self._grace
+                awaited = _STEP
                 continue
             # The body carries on after the cancellation: only within the grace.
             try:
@@ -121,6 +136,11 @@ class _Relinquishing:
             if not ended:
                 _let_go(coro)
                 raise cancelled
+            awaited = _STEP
+
+
+#: Stands for "step the body" in :meth:`_Relinquishing.__await__` (what it awaits otherwise).
+_STEP: Final = object()
 
 
 def _wait_until(awaited: Any, until: float) -> Generator[Any, None, bool]:
