@@ -283,9 +283,15 @@ def _locate(path: str | os.PathLike[str], toolkit: str | None) -> tuple[str, Pat
     try:
         return _locate_resolved(Path(path).resolve(), toolkit)
     except (OSError, RuntimeError, ValueError) as exc:
-        # A name too long, a symlink loop (RuntimeError before Python 3.13), a NUL byte...
+        # A name too long, a symlink loop (RuntimeError before Python 3.13), a NUL byte (whose
+        # message differs between Python versions: said in tdk's own words)...
+        reason = (
+            "it holds a NUL byte"
+            if "\0" in os.fspath(path)
+            else getattr(exc, "strerror", None) or exc
+        )
         raise ToolkitLoadError(
-            f"cannot use {os.fspath(path)} as a path: {getattr(exc, 'strerror', None) or exc}",
+            f"cannot use {os.fspath(path)} as a path: {reason}",
             toolkit=toolkit or Path(path).stem,
         ) from exc
 

@@ -507,7 +507,7 @@ LOOP = (
         ),
         pytest.param("loop.py", _symlink_loop, LOOP, id="symlink-loop"),
         pytest.param(
-            "nul\0.py", None, "cannot use PATH as a path: embedded null byte", id="nul-byte"
+            "nul\0.py", None, "cannot use PATH as a path: it holds a NUL byte", id="nul-byte"
         ),
         pytest.param(
             "weather.v2.py",
