@@ -16,6 +16,7 @@ from typing import Any, Final, NamedTuple, TypedDict
 from tdk._redact import SECRET_HEADER_NAMES, redact_text, redact_url
 from tdk.errors import (
     MAX_DEVELOPER_MESSAGE_CHARS,
+    MAX_SAFE_INT,
     ErrorKind,
     FatalToolError,
     NetworkTransportError,
@@ -86,9 +87,14 @@ def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
     the status alone when the exception carries no readable response, or one below 400 (httpx
     raises for 1xx and 3xx too).
     """
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    if isinstance(status, int) and hasattr(response, "headers"):
+    try:
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None)
+    except Exception:  # a property that fails: nothing to read
+        response = status = None
+    if type(status) is not int:
+        status = None  # (an int subclass, a bool: not a status to trust)
+    if status is not None and hasattr(response, "headers"):
         from tdk.http import classify  # here, so that ``import tdk`` stays light
 
         try:
@@ -99,7 +105,7 @@ def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
             return error
     return UpstreamError(
         "The upstream service returned an error.",
-        status_code=status if isinstance(status, int) else None,
+        status_code=status if status is not None and abs(status) <= MAX_SAFE_INT else None,
         developer_message=describe(exc, secrets),
         details=_request_details(exc, secrets),
     )
@@ -147,7 +153,10 @@ def _cancelled(exc: BaseException, secrets: Iterable[str]) -> Mapped:
 
 
 def _group(exc: BaseException, secrets: Iterable[str]) -> Mapped:
-    members = sorted({type(e).__name__ for e in getattr(exc, "exceptions", ())})
+    try:
+        members = sorted({type(e).__name__ for e in exc.exceptions})  # type: ignore[attr-defined]
+    except Exception:  # a group whose members cannot be read
+        members = []
     return Mapped(
         FatalToolError,
         f"The tool failed with several errors at once ({', '.join(members)}).",
@@ -205,7 +214,7 @@ def _builder_for(exc: BaseException) -> _Build:
 
 def _walk_mro(exc_type: type[BaseException]) -> _Build:
     for cls in exc_type.__mro__:
-        if cls.__module__.partition(".")[0] in HTTPX_MODULES:
+        if _root_module(cls) in HTTPX_MODULES:
             build = HTTPX_TABLE.get(cls.__name__)
         else:
             build = BUILTIN_TABLE.get(cls)
@@ -214,10 +223,18 @@ def _walk_mro(exc_type: type[BaseException]) -> _Build:
     return _fatal
 
 
+def _root_module(cls: type) -> str:
+    """The top-level package a class was defined in (``""`` when it does not say)."""
+    module = getattr(cls, "__module__", None)
+    return module.partition(".")[0] if type(module) is str else ""
+
+
 def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
     """``TypeName: text`` of a foreign exception, redacted and bounded, never raising."""
     try:
         text = str(exc)
+        if type(text) is not str:  # a subclass, whose methods may lie: the plain text
+            text = str.__str__(text)
     except Exception:  # a hostile __str__, or one returning a non-string
         text = "<str() of the exception raised>"
     name = type(exc).__name__[:_MAX_TYPE_NAME]  # code, not data: kept as it is
@@ -252,7 +269,7 @@ def _requests_in_chain(exc: BaseException) -> list[Any]:
     if (
         exc.__cause__ is None
         and exc.__context__ is None
-        and type(exc).__module__.partition(".")[0] not in HTTPX_MODULES
+        and _root_module(type(exc)) not in HTTPX_MODULES
     ):
         return []  # the common case: a lone exception of a tool's own
     requests = []
@@ -260,19 +277,24 @@ def _requests_in_chain(exc: BaseException) -> list[Any]:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and len(seen) < _MAX_CHAIN:
         seen.add(id(current))
-        if type(current).__module__.partition(".")[0] in HTTPX_MODULES:
+        if _root_module(type(current)) in HTTPX_MODULES:
             request = _request_of(current)
             if request is not None:
                 requests.append(request)
-        current = current.__cause__ or current.__context__
+        # (``is not None``, not ``or``: an exception's truth may be anything, even an error)
+        current = current.__cause__ if current.__cause__ is not None else current.__context__
     return requests
 
 
 def _request_of(exc: BaseException) -> Any:
+    """The httpx(2) request ``exc`` carries, or None (only a real ``Request`` is read: an
+    exception subclass may return anything there)."""
     try:
-        return exc.request  # type: ignore[attr-defined]
-    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when unset
+        request = exc.request  # type: ignore[attr-defined]
+    except Exception:  # unset (httpx raises RuntimeError), or a property that fails
         return None
+    kind = type(request)
+    return request if kind.__name__ == "Request" and _root_module(kind) in HTTPX_MODULES else None
 
 
 def _request_details(exc: BaseException, secrets: Iterable[str]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from tdk._time_limit import await_coroutine, await_job
 from tdk.errors import (
     ErrorInfo,
     ErrorKind,
+    FatalToolError,
     ToolError,
     ToolOutputError,
     ToolRequirementError,
@@ -186,10 +187,34 @@ def failed(
 
     ``started`` is the ``perf_counter()`` reading at the start of the call.
     """
-    info = ErrorInfo.from_exception(
-        exc, name, include_stacktrace=include_stacktrace, secrets=_secrets_of(context)
-    )
+    try:
+        info = ErrorInfo.from_exception(
+            exc, name, include_stacktrace=include_stacktrace, secrets=_secrets_of(context)
+        )
+    except Exception as unreadable:  # a bug of tdk's, or an exception hostile beyond its checks
+        info = _last_resort(exc, name, unreadable)
     return _finish(name, info, call_id, attempts, started)
+
+
+def _last_resort(exc: BaseException, name: str, unreadable: Exception) -> ErrorInfo:
+    """A fatal error naming only the type of ``exc``, when describing it failed: ``run()``
+    returns a result whatever the tool raised."""
+    cause = type(exc).__name__[:200]
+    record = {
+        "error": FatalToolError.__name__,
+        "kind": ErrorKind.TOOL_RUNTIME_FATAL,
+        "category": FatalToolError.category,
+        "message": redact_text(f"An unhandled {cause} was raised by the tool."),
+        "developer_message": (
+            f"tdk could not describe the {redact_text(cause)}: reading it raised "
+            f"{type(unreadable).__name__}."
+        ),
+        "retryable": False,
+        "tool_name": name,
+        "cause": redact_text(cause),
+    }
+    info: ErrorInfo = ErrorInfo.__pydantic_validator__.validate_python(record)
+    return info
 
 
 #: Longest unknown tool name that results, messages and logs repeat (a valid name has at

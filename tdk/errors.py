@@ -925,15 +925,16 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
             value = getattr(exc, name)
         except Exception:  # not set at all, or a property that fails
             value = _MISSING
+        kind = type(value)  # (not isinstance(): an object may lie about its __class__)
         if value is None and optional:
             record[name] = None
-        elif isinstance(value, str) and expected is str:
+        elif expected is str and issubclass(kind, str):
             record[name] = str.__str__(value)  # a subclass as the plain value: no method called
-        elif isinstance(value, int) and expected is int and type(value) is not bool:
+        elif expected is int and issubclass(kind, int) and kind is not bool:
             number = record[name] = int.__index__(value)
             if not (-MAX_SAFE_INT if name == "status_code" else 0) <= number <= MAX_SAFE_INT:
                 wrong.append(name)  # out of range (the constructor checks it; reassigned since)
-        elif isinstance(value, expected) and expected is not str and expected is not int:
+        elif kind is expected or (expected is ErrorKind and issubclass(kind, ErrorKind)):
             record[name] = value
         else:
             wrong.append(name)
@@ -941,8 +942,8 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
         details: object = exc.details
     except Exception:
         details = _MISSING
-    if isinstance(details, Mapping):
-        record["details"] = _json_safe_mapping(details)
+    if issubclass(type(details), Mapping):
+        record["details"] = _json_safe_mapping(details)  # type: ignore[arg-type]
     else:
         wrong.append("details")
     if wrong:
@@ -990,18 +991,19 @@ def _json_safe(value: object, budget: _Budget, depth: int) -> Any:
         return value if math.isfinite(value) else repr(value)  # type: ignore[arg-type]
     if depth >= _MAX_DETAILS_DEPTH:
         return "<nested too deeply>"
-    if isinstance(value, enum.Enum):
-        return _json_safe(value.value, budget, depth + 1)
-    if isinstance(value, str):
+    # By type, never isinstance(): an object may lie about its __class__.
+    if issubclass(kind, enum.Enum):
+        return _json_safe(value.value, budget, depth + 1)  # type: ignore[attr-defined]
+    if issubclass(kind, str):
         return str.__str__(value)
-    if isinstance(value, int):  # bool has no subclasses: an int subclass (IntFlag...)
-        return _json_safe(int.__index__(value), budget, depth)
-    if isinstance(value, float):
-        return _json_safe(float.__float__(value), budget, depth)
-    if kind is not list and isinstance(value, Mapping):
-        return _copied(value, budget, depth, _copy_mapping)
-    if isinstance(value, list | tuple | set | frozenset):
-        return _copied(value, budget, depth, _copy_items)
+    if issubclass(kind, int):  # bool has no subclasses: an int subclass (IntFlag...)
+        return _json_safe(int.__index__(value), budget, depth)  # type: ignore[arg-type]
+    if issubclass(kind, float):
+        return _json_safe(float.__float__(value), budget, depth)  # type: ignore[arg-type]
+    if kind is not list and issubclass(kind, Mapping):
+        return _copied(cast(Mapping[Any, Any], value), budget, depth, _copy_mapping)
+    if issubclass(kind, list | tuple | set | frozenset):
+        return _copied(cast(Iterable[Any], value), budget, depth, _copy_items)
     return f"<{kind.__name__[:200]}>"
 
 
@@ -1047,9 +1049,7 @@ def _json_key(key: object) -> str:
     else by its ``str()`` (cut), or its type's name when that fails."""
     if type(key) is str:
         return key
-    if isinstance(key, str):
-        return str.__str__(key)
-    cleaned = _json_safe(key, _Budget(), _MAX_DETAILS_DEPTH - 1)
+    cleaned = _json_safe(key, _Budget(), _MAX_DETAILS_DEPTH - 1)  # (a str subclass: plain)
     if isinstance(cleaned, str):
         return cleaned
     if cleaned is None or isinstance(cleaned, bool | int | float):

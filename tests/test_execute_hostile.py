@@ -876,3 +876,92 @@ def test_header_pairs_in_details_lose_their_credentials() -> None:
         ["accept", "application/json"],
     ]
     assert key not in json.dumps(result.to_dict())
+
+
+# ---------------------------------------------------------------------------------------------
+# Exceptions that lie
+
+
+def _liar(cls: type) -> Any:
+    """An object that claims to be an instance of ``cls``."""
+
+    class Liar:
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:  # type: ignore[override]
+            return cls
+
+    return Liar()
+
+
+class _FalseCause(Exception):
+    """An exception whose truth cannot be told."""
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("no truth for you")
+
+
+class _NoModule(Exception):
+    """A class that does not say where it was defined."""
+
+
+_NoModule.__module__ = None  # type: ignore[assignment]
+
+
+class _Members(ExceptionGroup):  # type: ignore[type-arg]
+    """A group whose members cannot be read."""
+
+    @property
+    def exceptions(self) -> Any:  # type: ignore[override]
+        raise RuntimeError("no members for you")
+
+
+class _LongText(str):
+    """Text whose length cannot be taken."""
+
+    def __len__(self) -> int:
+        raise RuntimeError("no length for you")
+
+
+class _OddText(Exception):
+    """An exception whose str() is a str subclass."""
+
+    def __str__(self) -> str:
+        return _LongText("odd")
+
+
+def _with_false_cause() -> None:
+    try:
+        raise _FalseCause("inner")
+    except _FalseCause as inner:
+        raise KeyError("outer") from inner
+
+
+LYING = [
+    pytest.param(_reassigned(message=_liar(str)), id="message-claims-to-be-str"),
+    pytest.param(_reassigned(status_code=_liar(int)), id="status-claims-to-be-int"),
+    pytest.param(_reassigned(kind=_liar(ErrorKind)), id="kind-claims-to-be-a-kind"),
+    pytest.param(_reassigned(details={"x": _liar(str), "y": _liar(dict)}), id="details-lie"),
+    pytest.param(_with_false_cause, id="cause-without-truth"),
+    pytest.param(lambda: _NoModule("x"), id="class-without-module"),
+    pytest.param(lambda: _Members("g", [ValueError(1)]), id="group-without-members"),
+    pytest.param(_OddText, id="str-subclass-text"),
+]
+
+
+@pytest.mark.parametrize("make", LYING)
+def test_exceptions_that_lie_give_a_result(make: Callable[[], Any]) -> None:
+    """Objects that lie about their class, truths that raise, classes without a module,
+    groups without members: ``run()`` still returns one serialisable result."""
+
+    @tool
+    def raises() -> int:
+        """Raise something that lies."""
+        raised = make()
+        if raised is not None:
+            raise raised
+        return 1
+
+    result = run(raises.run({}))
+    assert result.error is not None
+    json.dumps(result.to_dict())
+    result.error.to_log_line()
