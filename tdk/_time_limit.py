@@ -13,6 +13,7 @@ if the body had honoured it. Either way the caller's cancellation is never swall
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Final
 
@@ -75,11 +76,14 @@ def _timeout(limit: float, developer_message: str | None) -> ToolTimeoutError:
 
 class _Relinquishing:
     """Awaits a coroutine as ``await`` does (same task, same context), but lets go of it when
-    it keeps running for ``grace`` seconds after the cancellation of an ``expired()`` time
-    limit reached it.
+    it keeps running for ``grace`` seconds after an ``expired()`` time limit cancelled it.
 
     Only the limit's cancellation counts: a body may cancel its own work and catch that (an
-    ``asyncio.timeout`` or an anyio cancel scope inside it cancels this same task).
+    ``asyncio.timeout`` or an anyio cancel scope inside it cancels this same task). A plain
+    future the body awaits is handed to the task as it is: cancelling the task cancels it,
+    and the cancellation reaches the body at once. Anything else (a task, a gathering) may
+    not end when cancelled, so the task waits for it through a future of tdk's own, which
+    the limit can always end.
     """
 
     __slots__ = ("_coro", "_expired", "_first", "_grace")
@@ -98,8 +102,8 @@ class _Relinquishing:
 
     def __await__(self) -> Generator[Any, None, Any]:
         coro = self._coro
-        cancelled: BaseException | None = None  # the limit's cancellation, once it reached the body
-        until = 0.0
+        cancelled: BaseException | None = None  # the limit's cancellation, once it reached us
+        until = math.inf  # when the grace ends (loop time)
         throw: BaseException | None = None
         awaited, self._first = self._first, None
         while True:
@@ -117,8 +121,12 @@ class _Relinquishing:
                 if cancelled is not None and exc is not cancelled and isinstance(exc, Exception):
                     raise cancelled from exc  # a failed cleanup: the cancellation still wins
                 raise
-            if cancelled is None:
-                try:
+            if cancelled is None and (
+                awaited is None
+                or type(awaited) is _FUTURE
+                or getattr(awaited, "_asyncio_future_blocking", None) is None
+            ):
+                try:  # the common case (and what asyncio cannot wait for): the task handles it
                     yield awaited
                 except BaseException as exc:  # thrown in by the task
                     throw = exc
@@ -127,26 +135,39 @@ class _Relinquishing:
                         until = asyncio.get_running_loop().time() + self._grace
                 awaited = _STEP
                 continue
-            # The body carries on after the cancellation: only within the grace.
-            try:
+            try:  # a task, a gathering, or any wait within the grace: through our own future
                 ended = yield from _wait_until(awaited, until)
-            except BaseException as exc:  # a further cancellation: the body gets it too
-                throw = exc
+            except BaseException as exc:  # the task was cancelled while it waited
+                if (
+                    cancelled is None
+                    and isinstance(exc, asyncio.CancelledError)
+                    and self._expired()
+                ):
+                    # ``awaited`` was cancelled in turn, as the task would have done; the body
+                    # goes on waiting for it, within the grace.
+                    cancelled = exc
+                    until = asyncio.get_running_loop().time() + self._grace
+                elif cancelled is not None or not isinstance(exc, asyncio.CancelledError):
+                    throw = exc  # a further cancellation in the grace: the body gets it
+                # (A cancellation of the caller while waiting on a task: as asyncio does, the
+                # task was cancelled in turn and the body goes on waiting for its outcome.)
                 continue
             if not ended:
                 _let_go(coro)
-                raise cancelled
+                raise cancelled if cancelled is not None else asyncio.CancelledError()
             awaited = _STEP
 
 
 #: Stands for "step the body" in :meth:`_Relinquishing.__await__` (what it awaits otherwise).
 _STEP: Final = object()
+#: The plain future of asyncio's C implementation (or its Python one, if that is what runs).
+_FUTURE: Final = asyncio.Future
 
 
 def _wait_until(awaited: Any, until: float) -> Generator[Any, None, bool]:
-    """Wait for what the body awaits, as the task would, but not past ``until`` (loop time);
-    whether it ended in time. A further cancellation of the task is raised (and then thrown
-    into the body by the caller)."""
+    """Wait for what the body awaits, as the task would, but not past ``until`` (loop time;
+    ``inf``: no end); whether it ended in time. A cancellation of the task cancels
+    ``awaited`` (as the task's own would) and is raised."""
     loop = asyncio.get_running_loop()
     if loop.time() >= until:
         return False
@@ -163,7 +184,7 @@ def _wait_until(awaited: Any, until: float) -> Generator[Any, None, bool]:
             waiter.set_result(None)
 
     awaited.add_done_callback(wake)
-    timer = loop.call_at(until, wake)
+    timer = loop.call_at(until, wake) if until < math.inf else None
     try:
         waiter._asyncio_future_blocking = True  # what a future's __await__ sets for the task
         yield waiter
@@ -171,7 +192,8 @@ def _wait_until(awaited: Any, until: float) -> Generator[Any, None, bool]:
         awaited.cancel()  # as the task's own cancellation would have done
         raise
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
         awaited.remove_done_callback(wake)
     return bool(awaited.done())
 

@@ -965,3 +965,107 @@ def test_exceptions_that_lie_give_a_result(make: Callable[[], Any]) -> None:
     assert result.error is not None
     json.dumps(result.to_dict())
     result.error.to_log_line()
+
+
+# ---------------------------------------------------------------------------------------------
+# Bodies waiting on tasks
+
+
+async def _stubborn_child(stop: asyncio.Event) -> None:
+    """A task that ignores cancellation until told to stop (so that the test loop can end)."""
+    while not stop.is_set():
+        try:
+            await stop.wait()
+        except asyncio.CancelledError:
+            continue
+
+
+@pytest.mark.parametrize("gathered", [False, True], ids=["a-task", "a-gather"])
+def test_a_body_waiting_on_a_stubborn_task_is_let_go_of(gathered: bool) -> None:
+    """A body awaiting a task that ignores its cancellation is a timeout at the limit plus the
+    grace, not a call that never returns."""
+    stop = asyncio.Event()
+
+    @tool(timeout=0.1)
+    async def waits() -> int:
+        """Await a stubborn task."""
+        if gathered:
+            await asyncio.gather(_stubborn_child(stop), asyncio.sleep(0))
+        else:
+            await asyncio.create_task(_stubborn_child(stop))
+        return 1
+
+    async def scenario() -> ToolResult:
+        try:
+            return await waits.run({})
+        finally:
+            stop.set()
+
+    assert run(scenario(), within=5.0).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def test_a_deadline_lets_go_of_a_body_waiting_on_a_stubborn_task() -> None:
+    """The same under a runner's deadline."""
+    stop = asyncio.Event()
+
+    @tool
+    async def waits() -> int:
+        """Await a stubborn task."""
+        await asyncio.create_task(_stubborn_child(stop))
+        return 1
+
+    runner = ToolRunner(Toolkit("stubborn", [waits]), deadline=0.1)
+
+    async def scenario() -> ToolResult:
+        try:
+            return await runner.run("waits", {})
+        finally:
+            stop.set()
+
+    assert run(scenario(), within=5.0).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def test_a_body_waiting_on_a_task_gets_its_result_under_a_limit() -> None:
+    """Under a time limit, a body awaiting a well-behaved task gets the task's result."""
+
+    async def child() -> int:
+        await asyncio.sleep(0.01)
+        return 41
+
+    @tool(timeout=5.0)
+    async def waits() -> int:
+        """Await a child task."""
+        return await asyncio.create_task(child()) + 1
+
+    assert run(waits.run({})).value == 42
+
+
+def test_cancelling_the_caller_cancels_the_task_its_body_waits_on() -> None:
+    """Cancelling the caller of a time-limited body cancels the task the body waits on, as
+    asyncio does, and the caller ends cancelled."""
+    started = asyncio.Event()
+    child_cancelled: list[bool] = []
+
+    async def child() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            child_cancelled.append(True)
+            raise
+
+    @tool(timeout=5.0)
+    async def waits() -> int:
+        """Await a child task."""
+        await asyncio.create_task(child())
+        return 1
+
+    async def scenario() -> None:
+        call = asyncio.create_task(waits.run({}))
+        await started.wait()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    run(scenario())
+    assert child_cancelled == [True]
