@@ -17,7 +17,6 @@ error.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -25,6 +24,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tdk._loop import run_in_new_loop
 from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit, import_root
 from tdk.errors import ToolError, ToolkitLoadError
@@ -126,7 +126,7 @@ def _schema(toolkit: Toolkit) -> int:
 
 
 def _run(toolkit: Toolkit, name: str, arguments: str, stacktrace: bool) -> int:
-    result = asyncio.run(toolkit.run(name, arguments, include_stacktrace=stacktrace))
+    result = run_in_new_loop(toolkit.run(name, arguments, include_stacktrace=stacktrace))
     print(json.dumps(result.to_dict(), indent=2))
     return 0 if result.is_success else 1
 

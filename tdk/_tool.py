@@ -29,6 +29,7 @@ from tdk._definition import (
     raise_problems,
 )
 from tdk._execute import DEFAULT, _Default, execute, map_direct_call_error
+from tdk._loop import run_in_new_loop
 from tdk._result import ToolResult
 from tdk.errors import ToolDefinitionError
 
@@ -139,10 +140,13 @@ class Tool(Generic[_P, _R]):
     ) -> ToolResult:
         """:meth:`run` for scripts and tests: runs the call in a new event loop.
 
-        Raises ``RuntimeError`` when called from a running event loop (await :meth:`run`).
+        Like ``asyncio.run()``, but it returns at the call's time limit even when the body
+        left something behind that never ends (a task ignoring its cancellation, a thread
+        of ``asyncio.to_thread`` blocked for good): leftovers get a second to end. Raises
+        ``RuntimeError`` when called from a running event loop (await :meth:`run`).
         """
         _refuse_running_loop("run_sync")
-        return asyncio.run(
+        return run_in_new_loop(
             self.run(
                 arguments,
                 context=context,

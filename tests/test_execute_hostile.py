@@ -1069,3 +1069,76 @@ def test_cancelling_the_caller_cancels_the_task_its_body_waits_on() -> None:
 
     run(scenario())
     assert child_cancelled == [True]
+
+
+# ---------------------------------------------------------------------------------------------
+# run_sync: returning at the limit whatever the body leaves behind
+
+
+def _run_sync_within(body: Tool[..., Any], seconds: float = 10.0) -> ToolResult:
+    outcome: list[ToolResult] = []
+    thread = threading.Thread(target=lambda: outcome.append(body.run_sync({})), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"run_sync() still running after {seconds} s"
+    return outcome[0]
+
+
+def test_run_sync_returns_while_a_to_thread_call_is_stuck() -> None:
+    """A body stuck in ``asyncio.to_thread`` past its limit: ``run_sync`` returns the timeout
+    (``asyncio.run`` would wait for the default executor's thread)."""
+    release = threading.Event()
+
+    @tool(timeout=0.1)
+    async def stuck() -> int:
+        """Block in a thread of the loop's default executor."""
+        await asyncio.to_thread(release.wait, 30)
+        return 1
+
+    try:
+        assert _run_sync_within(stuck).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    finally:
+        release.set()
+
+
+def test_run_sync_returns_while_a_task_left_behind_ignores_cancellation() -> None:
+    """A body that leaves a task ignoring cancellation behind: ``run_sync`` returns once the
+    leftover has had its second to end (``asyncio.run`` would wait for it forever)."""
+    stop = threading.Event()
+
+    async def stubborn() -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+
+    @tool
+    async def leaves_a_task() -> int:
+        """Start two tasks and return: one ends when cancelled, the other does not."""
+        leaves_a_task.left = [  # type: ignore[attr-defined]
+            asyncio.create_task(stubborn()),
+            asyncio.create_task(asyncio.sleep(30)),
+        ]
+        return 1
+
+    try:
+        assert _run_sync_within(leaves_a_task).value == 1
+    finally:
+        stop.set()
+
+
+def test_a_timeout_error_of_the_body_after_waiting_is_its_own() -> None:
+    """A ``TimeoutError`` the body raises itself (after waiting once) is mapped by the table,
+    not taken for the call's own time limit."""
+
+    @tool(timeout=5.0)
+    async def gives_up() -> int:
+        """Wait, then give up on its own."""
+        await asyncio.sleep(0)
+        raise TimeoutError("the upstream took too long")
+
+    error = run(gives_up.run({})).error
+    assert error is not None
+    assert error.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert error.developer_message == "TimeoutError: the upstream took too long"

@@ -165,3 +165,18 @@ def test_a_forked_child_runs_sync_tools() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_run_in_new_loop_hands_back_what_a_thread_raises() -> None:
+    """In tdk's own loop, ``asyncio.to_thread`` returns and raises as usual."""
+    from tdk._loop import run_in_new_loop
+
+    def fails() -> None:
+        raise LookupError("from the thread")
+
+    async def scenario() -> int:
+        with pytest.raises(LookupError):
+            await asyncio.to_thread(fails)
+        return await asyncio.to_thread(lambda: 7)
+
+    assert run_in_new_loop(scenario()) == 7
