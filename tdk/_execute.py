@@ -14,6 +14,7 @@ import enum
 import json
 import logging
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
@@ -69,7 +70,7 @@ _TOOL_BUG_KINDS: Final = frozenset(
 )
 
 
-async def execute(
+async def execute(  # noqa: PLR0915  (one coroutine: each helper would cost a frame per call)
     fn: Callable[..., Any],
     spec: ToolSpec,
     name: str,
@@ -145,6 +146,8 @@ async def execute(
                 _raise_if_cancelling(exc)  # the caller is being cancelled: never swallow that
             failure: BaseException = exc
         else:
+            if _RELIABLE_CANCELLING and task is not None and task.cancelling() > cancelling:
+                raise asyncio.CancelledError  # the body swallowed its caller's cancellation
             return _new_result(
                 {
                     "tool": name,
@@ -245,14 +248,20 @@ def _finish(
     )
 
 
+#: Whether a pending cancellation request of the caller can be told from the count alone. On
+#: Python 3.11 and 3.12 a TaskGroup that failed inside the body leaves its own request counted
+#: (gh-116720), so only a cancellation seen on its way (an exception) is trusted there; from
+#: 3.13 on, a body that swallowed its caller's cancellation is caught too.
+_RELIABLE_CANCELLING: Final = sys.version_info >= (3, 13)
+
+
 def _raise_if_cancelling(exc: BaseException) -> None:
     """While the caller is being cancelled: re-raise its cancellation, also when the body
     turned it into another error (a cleanup that failed while the cancellation was in
-    flight). (The context check matters on 3.11, where a failed TaskGroup leaves its own
-    cancellation request counted.)"""
+    flight), or (where the count is reliable) swallowed it and failed otherwise."""
     if isinstance(exc, _CancelledError):
         raise exc
-    if isinstance(exc.__context__, _CancelledError):
+    if isinstance(exc.__context__, _CancelledError) or _RELIABLE_CANCELLING:
         raise asyncio.CancelledError from exc
 
 

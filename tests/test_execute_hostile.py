@@ -1142,3 +1142,59 @@ def test_a_timeout_error_of_the_body_after_waiting_is_its_own() -> None:
     assert error is not None
     assert error.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
     assert error.developer_message == "TimeoutError: the upstream took too long"
+
+
+# ---------------------------------------------------------------------------------------------
+# A caller's cancellation that the body swallows
+
+
+def test_a_swallowed_cancellation_of_the_caller() -> None:
+    """A body that catches its caller's cancellation and returns: from Python 3.13 the
+    caller still ends cancelled; before, the count of pending cancellations cannot be trusted
+    (a failed TaskGroup leaves one behind), and the body's value is returned."""
+    started = asyncio.Event()
+
+    @tool
+    async def stubborn() -> str:
+        """Swallow the cancellation."""
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            return "swallowed"
+        return "slept"
+
+    async def scenario() -> str:
+        call = asyncio.create_task(stubborn.run({}))
+        await started.wait()
+        call.cancel()
+        try:
+            result = await call
+        except asyncio.CancelledError:
+            return "cancelled"
+        return str(result.value)
+
+    expected = "cancelled" if sys.version_info >= (3, 13) else "swallowed"
+    assert run(scenario()) == expected
+
+
+def test_a_failed_task_group_the_body_caught_is_no_cancellation() -> None:
+    """A TaskGroup that failed inside the body, which the body handled, does not make the
+    call look cancelled (Python 3.11 and 3.12 leave a request counted then)."""
+
+    async def fails() -> None:
+        raise ValueError("child failed")
+
+    @tool
+    async def handles() -> str:
+        """Run a group that fails, and handle it."""
+        handled = "unhandled"
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(fails())
+                group.create_task(asyncio.sleep(10))
+        except* ValueError:
+            handled = "handled"
+        return handled
+
+    assert run(handles.run({})).value == "handled"
