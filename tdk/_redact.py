@@ -151,7 +151,7 @@ _AUTHORITY = re.compile(r"[^/\s?#]*+")
 # match at the start of every word and was several times slower on ordinary prose; a test
 # compares the two on generated texts. The name decides whether the value after it goes.
 _NAME_BEFORE_REVERSED = re.compile(r"\s*+([\"']?)([A-Za-z0-9_.%-]++)")
-_AFTER_SEPARATOR = re.compile(r"\s*+[\"']?")
+_AFTER_SEPARATOR = re.compile(r"\s*+(?:[bBrRuU]{1,2}(?=[\"']))?[\"']?")
 _HEADER_VALUE = re.compile(r"[^\r\n\"',}]*+")
 _QUERY_VALUE = re.compile(r"[^&\s#'\"<>]*+")
 #: A value that opens with a quote runs to its closing quote, commas and spaces included (a
@@ -174,6 +174,8 @@ def _value_end(unquoted: re.Pattern[str], text: str, start: int) -> int:
     closing bracket at its end (among trailing punctuation) that was not opened in it:
     ``(password=hunter2).`` and ``f(key=g(x)),`` keep their last ``)``."""
     quoted = _QUOTED_VALUE.get(text[start - 1])
+    if quoted is None and start < len(text) and text[start] in _BRACKETS:
+        return _bracketed_end(text, start)  # ["...", ...], ('...',), {"value": "..."}
     value = (quoted or unquoted).match(text, start)
     assert value is not None  # every value pattern matches the empty string
     end = value.end()
@@ -195,6 +197,44 @@ def _value_end(unquoted: re.Pattern[str], text: str, start: int) -> int:
                 return index
             open_brackets[char] -= 1
     return end
+
+
+#: Opening brackets, and the closing one of each.
+_BRACKETS: Final = {"[": "]", "(": ")", "{": "}"}
+#: What a bracketed value is read by: its brackets, and the quoted strings whose brackets do
+#: not count (each string read from its opening quote by ``_QUOTED_VALUE``).
+_BRACKET_OR_QUOTE = re.compile(r"""[][(){}'"]""")
+_LINE_END = re.compile(r"[\r\n]|\Z")
+
+
+def _bracketed_end(text: str, start: int) -> int:
+    """Where a bracketed value (a list, tuple or object) that opens at ``start`` ends: just
+    after its matching closing bracket, or at the end of the line when it has none (or a
+    string in it never closes). Linear: each character is read once."""
+    depth = 0
+    at = start
+    while True:
+        found = _BRACKET_OR_QUOTE.search(text, at)
+        if found is None:
+            break
+        char = found[0]
+        if char in _BRACKETS:
+            depth += 1
+        elif char in _OPENERS:
+            depth -= 1
+            if depth == 0:
+                return found.end()
+        else:  # a quoted string: to its closing quote, or the value has no end in sight
+            string = _QUOTED_VALUE[char].match(text, found.end())
+            assert string is not None  # it matches the empty string
+            if string.end() >= len(text) or text[string.end()] != char:
+                break
+            at = string.end() + 1
+            continue
+        at = found.end()
+    line = _LINE_END.search(text, start)
+    assert line is not None  # \Z always matches
+    return line.start()
 
 
 _TOKEN_SHAPES = re.compile(

@@ -130,6 +130,31 @@ from tdk._redact import REDACTED, call_secrets, end_call_secrets, redact_text, r
             id="closing-bracket-after-a-value",
         ),
         pytest.param(
+            '{"X-Api-Key": ["k-1234567890"], "Accept": ["*/*"]}',
+            '{"X-Api-Key": [REDACTED], "Accept": ["*/*"]}',
+            id="list-value-go-headers",
+        ),
+        pytest.param(
+            "{'api_key': ('k-1234567890', 'k-2'), 'page': 2}",
+            "{'api_key': [REDACTED], 'page': 2}",
+            id="tuple-value",
+        ),
+        pytest.param(
+            '{"token": {"value": "k-1234567890", "note": "a ] in a string"}, "id": 3}',
+            '{"token": [REDACTED], "id": 3}',
+            id="object-value-brackets-in-strings",
+        ),
+        pytest.param(
+            "{'x-api-key': b'k-1234567890', 'accept': b'*/*'}",
+            "{'x-api-key': b'[REDACTED]', 'accept': b'*/*'}",
+            id="bytes-literal-value",
+        ),
+        pytest.param(
+            "token: [never closed k-1234567890\nnext line",
+            "token: [REDACTED]\nnext line",
+            id="unclosed-bracket-to-the-end-of-the-line",
+        ),
+        pytest.param(
             "[token=abc]], f(api_key=g(x)), {secret=s}",
             "[token=[REDACTED]]], f(api_key=[REDACTED]), {secret=[REDACTED]}",
             id="closing-brackets-opened-in-the-value-kept",
