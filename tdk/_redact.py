@@ -174,7 +174,12 @@ def _value_end(unquoted: re.Pattern[str], text: str, start: int) -> int:
     closing bracket at its end (among trailing punctuation) that was not opened in it:
     ``(password=hunter2).`` and ``f(key=g(x)),`` keep their last ``)``."""
     quoted = _QUOTED_VALUE.get(text[start - 1])
-    if quoted is None and start < len(text) and text[start] in _BRACKETS:
+    if (
+        quoted is None
+        and unquoted is _QUERY_VALUE  # (a header line runs to its end, brackets or not)
+        and start < len(text)
+        and text[start] in _BRACKETS
+    ):
         return _bracketed_end(text, start)  # ["...", ...], ('...',), {"value": "..."}
     value = (quoted or unquoted).match(text, start)
     assert value is not None  # every value pattern matches the empty string
@@ -296,8 +301,10 @@ def _assignment_spans(text: str, spans: list[Span]) -> list[Span]:
         if "%" in name:
             name = unquote(name)
         _, header, parameter, key = _JUDGED.get(name) or _judge(name)
-        if header:  # a header line: the value runs to the end of the line
+        if header and not before[1]:  # a header line: the value runs to the end of the line
             unquoted = _HEADER_VALUE
+        elif header:  # "Authorization": ... (JSON, a dict's repr): one value
+            unquoted = _QUERY_VALUE
         elif text[at] == "=":  # api_key=..., key=...
             if not parameter:
                 continue

@@ -33,7 +33,9 @@ def _scrub_assignments(text: str) -> str:
     return _replace(text, spans) if spans else text
 
 
-_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+[\"']?")
+_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_.%-])([A-Za-z0-9_.%-]++)([\"']?)\s*+([:=])\s*+(?:[bBrRuU]{1,2}(?=[\"']))?[\"']?"
+)
 
 
 def _reference_scrub(text: str) -> str:
@@ -46,7 +48,7 @@ def _reference_scrub(text: str) -> str:
         if "%" in name:
             name = unquote(name)
         if name in SECRET_HEADER_NAMES:
-            unquoted = _HEADER_VALUE
+            unquoted = _QUERY_VALUE if match[2] else _HEADER_VALUE  # "Authorization": one value
         elif match[3] == "=" and credential_parameter(name):
             unquoted = _QUERY_VALUE
         elif match[3] == ":" and credential_key(name):
