@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import io
 import json
@@ -16,7 +17,7 @@ from _http_server import SESSION, serve
 import tdk.http
 from tdk import Tool, ToolContext, tool
 from tdk._redact import call_secrets, end_call_secrets, redact_text
-from tdk.errors import ErrorKind, UpstreamNotFoundError
+from tdk.errors import ErrorKind, UpstreamAuthError, UpstreamNotFoundError
 from tdk.http import RedactingLogFilter
 
 KEY = "sk-live-0123456789abcdef"
@@ -132,6 +133,43 @@ def test_install_covers_httpcores_lines_of_echoed_secrets(base_url: str) -> None
     assert result.kind is ErrorKind.UPSTREAM_RUNTIME_AUTH_ERROR
     output = stream.getvalue()
     assert "receive_response_headers" in output
+    assert "X-Echo" in output
+    assert KEY not in output
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_install_covers_httpcores_lines_of_echoed_request_credentials(
+    base_url: str, flavour: str
+) -> None:
+    """Outside any tool call too: while httpcore logs response headers, an installed client's
+    request credentials are scrubbed from its lines, under whatever header they come back."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("httpcore")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    headers = {"X-Api-Key": KEY}
+    try:
+        if flavour == "sync":
+            with (
+                tdk.http.install(httpx.Client(timeout=10, headers=headers)) as client,
+                pytest.raises(UpstreamAuthError),
+            ):
+                client.get(f"{base_url}/echo")
+        else:
+
+            async def get() -> None:
+                client = tdk.http.install(httpx.AsyncClient(timeout=10, headers=headers))
+                async with client:
+                    await client.get(f"{base_url}/echo")
+
+            with pytest.raises(UpstreamAuthError):
+                asyncio.run(get())
+    finally:
+        logger.setLevel(level)
+        logger.removeHandler(handler)
+    output = stream.getvalue()
     assert "X-Echo" in output
     assert KEY not in output
 

@@ -21,13 +21,14 @@ import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol, TypeVar
 
 import httpx
 
+from tdk._redact import call_secrets, end_call_secrets
 from tdk.errors import UpstreamError
 from tdk.http._body import (
     DEFAULT_MAX_BODY_BYTES,
@@ -36,7 +37,7 @@ from tdk.http._body import (
     read_bounded,
     read_content,
 )
-from tdk.http._classify import BodyCheck, adopt, build_error
+from tdk.http._classify import BodyCheck, adopt, build_error, request_secrets
 from tdk.http._logging import redact_httpx_logs
 from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS
 
@@ -221,10 +222,13 @@ class _InstalledSend:
         self, request: httpx.Request, *, stream: bool = False, **options: Any
     ) -> httpx.Response:
         token = _SENDING.set(True)
+        secrets = _logged_secrets(request)
         try:
             response: httpx.Response = self.send(request, stream=True, **options)
         finally:
             _SENDING.reset(token)
+            if secrets is not None:
+                end_call_secrets(secrets)
         if response.status_code in CHALLENGES:  # no auth flow answered it
             self.hook.raise_for_upstream(response)
         if not stream:
@@ -252,10 +256,13 @@ class _AsyncInstalledSend(_InstalledSend):
         self, request: httpx.Request, stream: bool, options: dict[str, Any]
     ) -> httpx.Response:
         token = _SENDING.set(True)
+        secrets = _logged_secrets(request)
         try:
             response: httpx.Response = await self.send(request, stream=True, **options)
         finally:
             _SENDING.reset(token)
+            if secrets is not None:
+                end_call_secrets(secrets)
         if response.status_code in CHALLENGES:
             await self.hook.araise_for_upstream(response)
         if not stream:
@@ -267,6 +274,20 @@ class _AsyncInstalledSend(_InstalledSend):
                 await response.aclose()
                 raise
         return response
+
+
+#: httpcore's loggers whose DEBUG lines list response headers.
+_HEADER_LOGGERS: Final = (logging.getLogger("httpcore.http11"), logging.getLogger("httpcore.http2"))
+
+
+def _logged_secrets(request: httpx.Request) -> Token[tuple[str, ...]] | None:
+    """While httpcore logs response headers (DEBUG), the credentials ``request`` carries are
+    made the running call's secrets for its send: an upstream may echo them in any header, and
+    the log filter scrubs the call's secrets from every line. (Nothing to do, and nothing
+    paid, while those lines are off.)"""
+    if not any(logger.isEnabledFor(logging.DEBUG) for logger in _HEADER_LOGGERS):
+        return None
+    return call_secrets(tuple(request_secrets(request)))
 
 
 def _read(response: httpx.Response) -> bool:
