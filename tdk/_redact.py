@@ -358,7 +358,9 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     shorter than four characters are ignored: scrubbing ``"a"`` would destroy the text without
     protecting anything. With ``limit``, the result is cut to that many characters, with a
     marker saying how much was cut; the cut happens after redaction, so a secret that straddles
-    the limit is never half-kept.
+    the limit is never half-kept. Lone surrogates (which an upstream's ``\\ud800`` escape or a
+    file name read with ``surrogateescape`` can leave) become U+FFFD: the result encodes as
+    UTF-8, as every JSON writer and log handler needs.
     """
     ambient = _CALL_SECRETS.get()
     if ambient:
@@ -366,8 +368,14 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     if secrets:  # exact values first, over the whole text (nothing is cut yet)
         text = _scrub_exact(text, secrets)
     if limit is not None and len(text) > limit:
-        return _redact_head(text, limit)
-    return _redact_positions_and_shapes(text)
+        text = _redact_head(text, limit)
+    else:
+        text = _redact_positions_and_shapes(text)
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+#: A UTF-16 surrogate on its own, which no UTF-8 text can hold.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 #: Above this many (secrets x characters of text), :func:`_scrub_exact` makes one pass over the
@@ -606,7 +614,8 @@ def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
     ambient = _CALL_SECRETS.get()
     if secrets or ambient:
         base = _scrub_exact(base, (*secrets, *ambient))
-    return _scrub_shapes(base)
+    base = _scrub_shapes(base)
+    return base if base.isascii() else _SURROGATE.sub("\ufffd", base)
 
 
 def _path_parameter(match: re.Match[str]) -> str:

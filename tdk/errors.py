@@ -782,6 +782,9 @@ class ErrorInfo(BaseModel):
             for name in ("message", "developer_message", "additional_prompt_content"):
                 if record[name]:
                     record[name] = redact_text(record[name], secrets)
+            own = record["tool_name"]
+            if own is not None and own != tool_name:  # set by the error's author: any text
+                record["tool_name"] = redact_text(own, secrets)
             record["details"] = _redact_json(record["details"], secrets)
             record["cause"] = None if exc.__cause__ is None else type(exc.__cause__).__name__
         else:

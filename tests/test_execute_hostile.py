@@ -19,10 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
+import tdk.http
 from tdk import Bulkhead, Tool, Toolkit, ToolResult, ToolRunner, tool
 from tdk.errors import ErrorKind, RetryableToolError, ToolError
 
@@ -1198,3 +1200,36 @@ def test_a_failed_task_group_the_body_caught_is_no_cancellation() -> None:
         return handled
 
     assert run(handles.run({})).value == "handled"
+
+
+# ---------------------------------------------------------------------------------------------
+# Text that is not UTF-8
+
+
+def test_lone_surrogates_never_reach_a_result() -> None:
+    """An upstream's ``\\ud800`` escape, a model's tool name or key holding one: every text of
+    the result encodes as UTF-8 (the surrogate becomes U+FFFD)."""
+    body = b'{"message": "invalid value \\ud800 in field"}'
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, content=body, headers={"Content-Type": "application/json"})
+
+    @tool
+    def calls() -> int:
+        """Call an upstream that answers with a lone surrogate."""
+        with tdk.http.install(httpx.Client(transport=httpx.MockTransport(upstream))) as client:
+            client.get("https://api.example.com/v1/items")
+        return 1
+
+    toolkit = Toolkit("surrogates", [calls, lookup])
+    results = [
+        run(calls.run({})),
+        run(toolkit.run("calls\ud800", {})),
+        run(lookup.run({"n": 1, "k\udfff": 2})),
+    ]
+    for result in results:
+        assert result.error is not None
+        result.model_dump_json()
+        json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+        result.error.to_log_line().encode("utf-8")
+    assert "\ufffd" in results[0].error.message  # type: ignore[union-attr]
