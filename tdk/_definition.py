@@ -16,7 +16,7 @@ import inspect
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
@@ -40,7 +40,7 @@ from tdk._problems import (
     type_text,
     type_trouble,
 )
-from tdk._schema import may_hold_numbers, output_adapter
+from tdk._schema import may_hold_numbers, output_adapter, output_extra
 from tdk._signature import Parameters, resolve_hints, unresolved, unresolved_hint
 
 #: ``tdk._tool`` imports ``Problem``, ``ProblemKind`` and ``raise_problems`` from here too.
@@ -136,6 +136,9 @@ class ToolSpec:
     field_parameters: tuple[tuple[str, str], ...] = ()
     """(model field, Python parameter) pairs for the few names pydantic cannot use as fields
     (``json``, ``schema``, ``_private``...); every other field is named like its parameter."""
+    output_extra: Literal["forbid"] | None = None
+    """``"forbid"`` to validate the return value refusing keys its models and dataclasses do
+    not declare (see :func:`tdk._schema.output_extra`)."""
     output_numbers: bool = True
     """Whether the return value may hold numbers (its schema has a number, an integer or an
     untyped part): execution then checks that JSON can carry them (no NaN, no infinity, no
@@ -247,6 +250,7 @@ def define_tool(
         timeout=timeout,
         renames=_renames(inputs.advertised),
         field_parameters=tuple(inputs.field_parameters),
+        output_extra=output_extra(output_schema),
         output_numbers=may_hold_numbers(output_schema),
     )
     return definition, spec

@@ -133,7 +133,10 @@ async def execute(  # noqa: PLR0915  (one coroutine: each helper would cost a fr
             adapter = spec.output_adapter
             try:  # the core validator and serializer: the TypeAdapter methods add a frame each
                 output = adapter.serializer.to_python(
-                    adapter.validator.validate_python(value), mode="json"
+                    adapter.validator.validate_python(value)
+                    if spec.output_extra is None
+                    else adapter.validator.validate_python(value, extra=spec.output_extra),
+                    mode="json",
                 )
                 if spec.output_numbers:
                     _check_numbers(output)

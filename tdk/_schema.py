@@ -12,7 +12,7 @@ import functools
 import warnings
 from collections.abc import Mapping
 from copy import deepcopy
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
 from pydantic.json_schema import (
@@ -91,6 +91,49 @@ def _closed(annotation: Any) -> Any:
         return annotation
     namespace = {"__module__": annotation.__module__, "__pydantic_config__": OUTPUT_CONFIG}
     return type(annotation)(annotation.__name__, (annotation,), namespace)
+
+
+def output_extra(schema: Any) -> Literal["forbid"] | None:
+    """``"forbid"`` when validating a return value of this JSON Schema should refuse keys its
+    models and dataclasses do not declare (pydantic ignores them by default, and a dict
+    returned for a model would lose them silently); None when a model of it keeps extra keys
+    on purpose (``extra="allow"``: its schema allows additional properties), or when this
+    pydantic cannot be asked (``extra=`` of ``validate_python`` is recent)."""
+    if not _has_models(schema) or _allows_extra(schema) or not _validator_takes_extra():
+        return None  # (nothing to forbid: the plain call, without the option, is cheaper)
+    return "forbid"
+
+
+@functools.cache
+def _validator_takes_extra() -> bool:
+    try:
+        TypeAdapter(int).validator.validate_python(1, extra="forbid")
+    except TypeError:  # pragma: no cover (pydantic before the validators took extra=)
+        return False
+    return True
+
+
+def _has_models(schema: Any) -> bool:
+    """Whether the schema has an object with declared properties (a model, a dataclass, a
+    TypedDict)."""
+    if isinstance(schema, list):
+        return any(_has_models(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    if "properties" in schema:
+        return True
+    return any(_has_models(value) for key, value in schema.items() if key not in _DATA_KEYWORDS)
+
+
+def _allows_extra(schema: Any) -> bool:
+    """Whether an object schema with declared properties (a model) allows other keys."""
+    if isinstance(schema, list):
+        return any(_allows_extra(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    if "properties" in schema and schema.get("additionalProperties") is True:
+        return True
+    return any(_allows_extra(value) for key, value in schema.items() if key not in _DATA_KEYWORDS)
 
 
 def may_hold_numbers(schema: Any) -> bool:

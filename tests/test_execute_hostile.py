@@ -8,6 +8,7 @@ body that swallows cancellation would hang ``asyncio.wait_for`` itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -21,7 +22,7 @@ from typing import Annotated, Any
 
 import httpx
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
 import tdk.http
@@ -170,6 +171,21 @@ class Row(TypedDict):
     id: int
 
 
+@dataclasses.dataclass
+class Spot:
+    """A dataclass."""
+
+    x: int
+
+
+class Open(BaseModel):
+    """A model that keeps keys it does not declare, on purpose."""
+
+    model_config = ConfigDict(extra="allow")
+
+    a: int
+
+
 class Table(TypedDict):
     """A table."""
 
@@ -201,6 +217,8 @@ BAD_OUTPUTS = [
     pytest.param(bytes, lambda: b"\xff\xfe", id="bytes-not-utf8"),
     pytest.param(Row, lambda: {"id": 1, "extra": "dropped?"}, id="typeddict-extra-key"),
     pytest.param(Table, lambda: {"rows": [{"id": 1, "x": 2}]}, id="nested-typeddict-extra-key"),
+    pytest.param(Reading, lambda: {"value": 1.0, "unit": "C"}, id="model-from-a-dict-extra-key"),
+    pytest.param(list[Spot], lambda: [{"x": 1, "y": 2}], id="dataclass-from-a-dict-extra-key"),
 ]
 
 
@@ -228,6 +246,7 @@ GOOD_OUTPUTS = [
     pytest.param(float, 1e308, id="largest-floats"),
     pytest.param(int, 10**4000, id="long-int-within-the-limit"),
     pytest.param(dict[str, Any], {"NaN": [1, 2.5, "Infinity"]}, id="numbers-and-words"),
+    pytest.param(Open, {"a": 1, "b": 2}, id="model-that-allows-extra-keys"),
 ]
 
 

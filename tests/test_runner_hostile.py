@@ -4,9 +4,11 @@ outlive their attempts, and names a model makes up."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -25,6 +27,7 @@ from tdk import (
 )
 from tdk.errors import ErrorKind, UpstreamServerError
 from tdk.runner import CircuitState, InMemoryStore
+from tdk.runner._breaker import Circuit
 
 
 class SlowAnswerStore:
@@ -336,3 +339,52 @@ def test_a_name_that_is_not_text_is_refused(entry: str) -> None:
     with pytest.raises(TypeError):
         asyncio.run(call())
     assert runner.stats().calls == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# A store that keeps JSON
+
+
+class JsonStore:
+    """A shared store as many are written: every state kept as JSON text (so a circuit's state
+    comes back as its value, ``"open"``, not as the enum member)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+
+    async def update(self, key: str, change: Callable[..., Any], *args: Any) -> Any:
+        raw = self.data.get(key)
+        state: Any = None
+        if raw is not None:
+            loaded = json.loads(raw)
+            state = Circuit(**loaded) if key.startswith("tdk:circuit:") else deque(loaded)
+        new, answer = change(state, *args)
+        self.data[key] = json.dumps(
+            dataclasses.asdict(new) if isinstance(new, Circuit) else list(new)
+        )
+        return answer
+
+
+@in_loop
+async def test_a_store_keeping_json_runs_the_same_rules() -> None:
+    """With states round-tripped through JSON, the circuit still opens, refuses with a time,
+    half-opens and closes, and the limiter still counts."""
+    state = {"down": True}
+    time = FakeTime()
+    runner = ToolRunner(
+        flaky_toolkit(state),
+        circuit_breaker=CircuitBreaker(failure_threshold=2, reset_timeout=30.0),
+        rate_limit=RateLimit(calls=10, period=1.0),
+        store=JsonStore(),
+        clock=time.clock,
+        sleep=time.sleep,
+    )
+    assert (await runner.run("flaky")).kind is ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    assert (await runner.run("flaky")).kind is ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    refused = await runner.run("flaky")
+    assert refused.kind is ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    assert refused.retry_after_ms == 30_000
+    state["down"] = False
+    time.now += 30.0
+    assert (await runner.run("flaky", {"n": 3})).value == 3
+    assert runner.stats().circuits["flaky"] is CircuitState.CLOSED

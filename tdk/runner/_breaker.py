@@ -132,6 +132,8 @@ def acquire(
     ``probe_lifetime`` seconds after it was admitted (default: the reset timeout)."""
     if circuit is None:
         circuit = Circuit()
+    elif type(circuit.state) is not CircuitState:
+        circuit = _restored(circuit)
     before = circuit.state
     if before is _CLOSED:
         return circuit, (circuit.generation, before, before, circuit.failures, None)
@@ -167,6 +169,8 @@ def record(
     the circuit opens."""
     if circuit is None:  # the store lost the state: start afresh
         circuit = Circuit()
+    elif type(circuit.state) is not CircuitState:
+        circuit = _restored(circuit)
     before = circuit.state
     if generation != circuit.generation or before is _OPEN:
         return circuit, (before, before, circuit.failures)  # from an earlier generation
@@ -185,6 +189,16 @@ def record(
         if circuit.failures >= policy.failure_threshold:
             _open(circuit, clock())
     return circuit, (before, circuit.state, circuit.failures)
+
+
+def _restored(circuit: Circuit) -> Circuit:
+    """A circuit whose state a shared store gave back as its value (``"open"``: JSON has no
+    enums), with its state an enum member again; a fresh circuit if the value is no state."""
+    try:
+        circuit.state = CircuitState(circuit.state)
+    except ValueError:
+        return Circuit()
+    return circuit
 
 
 def _open(circuit: Circuit, now: float) -> None:
