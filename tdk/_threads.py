@@ -101,7 +101,7 @@ class Job:
 
     def when_ended(self, callback: Callable[[], object]) -> None:
         """Call ``callback()`` in the event loop once the body has ended (at once if it has,
-        or if it never ran)."""
+        or if it never ran; in the worker thread if the loop has closed by then)."""
         if not self.running:
             callback()
             return
@@ -118,9 +118,16 @@ class Job:
         self._call = _done
 
     def _deliver(self) -> None:
-        """In a worker thread, once the state says FINISHED: tell the event loop."""
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+        """In a worker thread, once the state says FINISHED: tell the event loop, or, when it
+        has closed (nobody waits for the outcome any more), call the end callbacks here."""
+        try:
             self.loop.call_soon_threadsafe(self._ended)
+        except RuntimeError:
+            self._value = self._error = None
+            callbacks, self._on_end = self._on_end, None
+            for callback in callbacks or ():
+                with contextlib.suppress(Exception):  # no loop, no one to tell
+                    callback()
 
     def _ended(self) -> None:
         """In the event loop: the body has ended (once: a job ends once)."""

@@ -388,3 +388,24 @@ async def test_a_store_keeping_json_runs_the_same_rules() -> None:
     time.now += 30.0
     assert (await runner.run("flaky", {"n": 3})).value == 3
     assert runner.stats().circuits["flaky"] is CircuitState.CLOSED
+
+
+def test_a_slot_held_past_its_loop_comes_back() -> None:
+    """A runner used from one ``asyncio.run`` to the next: a body that outlived its call and
+    its loop gives its bulkhead slot back, which the next call finds free."""
+    stuck = Stuck()
+    runner = ToolRunner(
+        Toolkit("stuck", [stuck.tool]),
+        timeout=0.1,
+        bulkhead=Bulkhead(max_concurrent=1, max_wait=0.5),
+    )
+    first = asyncio.run(runner.run("stuck"))
+    assert first.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert stuck.running == 1  # its loop is gone; the body is not
+    stuck.release.set()
+    for _ in range(1000):
+        if stuck.running == 0:
+            break
+        threading.Event().wait(0.01)
+    later = [asyncio.run(runner.run("stuck", {"n": n})).value for n in range(3)]
+    assert later == [0, 1, 2]

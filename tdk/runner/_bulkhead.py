@@ -22,7 +22,7 @@ __all__ = ["Compartment", "take_slots"]
 class Compartment:
     """At most ``limit`` holders at once; others may queue for a while."""
 
-    __slots__ = ("_waiters", "in_use", "limit")
+    __slots__ = ("_late", "_waiters", "in_use", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -32,9 +32,13 @@ class Compartment:
         self._waiters: deque[asyncio.Future[bool]] = deque()
         """Queued calls; each future is answered True (a slot was handed over) or False
         (its time ran out)."""
+        self._late: deque[None] = deque()
+        """Slots given back from another thread (see :meth:`leave_from_thread`)."""
 
     def try_enter(self) -> bool:
         """Take a free slot now, unless none is free or others are queueing."""
+        if self._late:
+            self._settle()
         if self.in_use < self.limit and not self._waiters:
             self.in_use += 1
             return True
@@ -69,6 +73,18 @@ class Compartment:
                 waiter.set_result(True)
                 return
         self.in_use -= 1
+
+    def leave_from_thread(self) -> None:
+        """Give a slot back from a thread without the event loop (a body that outlived its
+        loop): it is given back for good at the compartment's next use in a loop. (A deque's
+        ``append`` is atomic: nothing else here is safe across threads.)"""
+        self._late.append(None)
+
+    def _settle(self) -> None:
+        """Give back the slots left by :meth:`leave_from_thread`."""
+        while self._late:
+            self._late.popleft()
+            self.leave()
 
     def _expire(self, waiter: asyncio.Future[bool]) -> None:
         if not waiter.done():

@@ -671,14 +671,26 @@ def _leave_when_ended(
     def one_ended() -> None:
         if not left or any(job.running for job in pending):
             return
+        in_loop = _in_a_loop()
         for slots in left:
             if slots is not None:
-                slots.leave()
+                if in_loop:
+                    slots.leave()
+                else:  # the loop closed before the body ended: its next use takes it back
+                    slots.leave_from_thread()
         left.clear()  # once only, however many bodies report
 
     for job in pending:
         job.when_ended(one_ended)
     one_ended()
+
+
+def _in_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _unpack(call: object) -> tuple[str, Arguments, str | None]:
