@@ -395,17 +395,18 @@ def test_a_slot_held_past_its_loop_comes_back() -> None:
     its loop gives its bulkhead slot back, which the next call finds free."""
     stuck = Stuck()
     runner = ToolRunner(
-        Toolkit("stuck", [stuck.tool]),
-        timeout=0.1,
-        bulkhead=Bulkhead(max_concurrent=1, max_wait=0.5),
+        Toolkit("stuck", [stuck.tool]), timeout=0.1, bulkhead=Bulkhead(max_concurrent=1)
     )
     first = asyncio.run(runner.run("stuck"))
     assert first.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
     assert stuck.running == 1  # its loop is gone; the body is not
+    assert asyncio.run(runner.run("stuck")).kind is ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
     stuck.release.set()
-    for _ in range(1000):
-        if stuck.running == 0:
+    for _ in range(1000):  # (the body's end reaches the compartment a moment after it ends)
+        if asyncio.run(runner.run("stuck", {"n": 7})).value == 7:
             break
         threading.Event().wait(0.01)
+    else:
+        raise AssertionError("the slot never came back")
     later = [asyncio.run(runner.run("stuck", {"n": n})).value for n in range(3)]
     assert later == [0, 1, 2]
