@@ -149,6 +149,24 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
 
+    def route_drip_challenge(self) -> None:
+        """A Digest challenge whose body trickles in: an auth flow answers it, and httpx reads
+        the body of the hop it answers."""
+        self.send_response_only(401)
+        self.send_header("Date", DATE)
+        self.send_header("Connection", "close")
+        self.send_header("WWW-Authenticate", 'Digest realm="api", nonce="abc123", qop="auth"')
+        self.send_header("Content-Length", str(len(DRIP_BODY)))
+        self.end_headers()
+        try:
+            for byte in DRIP_BODY:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(DRIP_SECONDS)
+        except OSError:
+            pass
+
+
 class Server(ThreadingHTTPServer):
     """A server that stays quiet when a client hangs up mid-answer."""
 

@@ -227,3 +227,31 @@ def test_a_body_that_is_not_streamed_is_still_checked(flavour: str) -> None:
 
         with pytest.raises(UpstreamAuthError):
             asyncio.run(get())
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_dripping_challenge_an_auth_flow_answers_is_read_within_bounds(
+    base_url: str, flavour: str
+) -> None:
+    """httpx reads the body of a challenge hop that an auth flow answers: within the hook's
+    time budget too, not for as long as the upstream drips it."""
+    url = f"{base_url}/drip_challenge"
+    auth = httpx.DigestAuth("ann", "pw")
+
+    def call() -> str:
+        if flavour == "sync":
+            client = tdk.http.install(httpx.Client(timeout=10), max_body_seconds=0.3)
+            with client, pytest.raises(UpstreamAuthError) as caught:
+                client.get(url, auth=auth)
+            return type(caught.value).__name__
+
+        async def get() -> None:
+            client = tdk.http.install(httpx.AsyncClient(timeout=10), max_body_seconds=0.3)
+            async with client:
+                await client.get(url, auth=auth)
+
+        with pytest.raises(UpstreamAuthError) as caught:
+            asyncio.run(get())
+        return type(caught.value).__name__
+
+    assert _within(8, call) == "UpstreamAuthError"

@@ -165,6 +165,65 @@ def _unread(response: httpx.Response) -> bool:
     return not response.is_stream_consumed and not response.is_closed
 
 
+class _BoundedStream(httpx.SyncByteStream):
+    """A response stream that ends after ``limit`` raw bytes or ``seconds`` (checked between
+    chunks): what httpx reads of a challenge hop that an auth flow answers."""
+
+    def __init__(self, inner: httpx.SyncByteStream, limit: int, seconds: float) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._seconds = seconds
+
+    def __iter__(self) -> Generator[bytes, None, None]:
+        taken = 0
+        deadline = time.monotonic() + self._seconds
+        for chunk in self._inner:
+            piece = chunk[: self._limit - taken]
+            taken += len(piece)
+            if piece:
+                yield piece
+            if taken >= self._limit or time.monotonic() >= deadline:
+                return
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _AsyncBoundedStream(httpx.AsyncByteStream):
+    """The async twin of :class:`_BoundedStream`."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int, seconds: float) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._seconds = seconds
+
+    async def __aiter__(self) -> AsyncGenerator[bytes, None]:
+        taken = 0
+        deadline = time.monotonic() + self._seconds
+        async for chunk in self._inner:
+            piece = chunk[: self._limit - taken]
+            taken += len(piece)
+            if piece:
+                yield piece
+            if taken >= self._limit or time.monotonic() >= deadline:
+                return
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def bound_stream(
+    response: httpx.Response, limit: int, seconds: float, *, asynchronous: bool
+) -> None:
+    """Make whatever reads ``response`` from now on (httpx itself, for an auth flow's hop) stop
+    after ``limit`` raw bytes or ``seconds``. Only httpx's own stream types are wrapped."""
+    stream = response.stream
+    if asynchronous and isinstance(stream, httpx.AsyncByteStream):
+        response.stream = _AsyncBoundedStream(stream, limit, seconds)
+    elif not asynchronous and isinstance(stream, httpx.SyncByteStream):
+        response.stream = _BoundedStream(stream, limit, seconds)
+
+
 def read_bounded(
     response: httpx.Response, limit: int, seconds: float = DEFAULT_MAX_BODY_SECONDS
 ) -> bytes | None:

@@ -34,6 +34,7 @@ from tdk.http._body import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_BODY_SECONDS,
     aread_bounded,
+    bound_stream,
     read_bounded,
     read_content,
 )
@@ -116,7 +117,10 @@ class UpstreamHook:
                 self._check_success(response)
             return
         if status in CHALLENGES and _SENDING.get():
-            return  # an auth flow may answer it; the installed send classifies the last one
+            # An auth flow may answer it (httpx then reads its body, within our bounds); the
+            # installed send classifies the last response.
+            bound_stream(response, self.max_body_bytes, self.max_body_seconds, asynchronous=False)
+            return
         body = read_bounded(response, self.max_body_bytes, self.max_body_seconds)
         response.close()
         raise self._error(response, body, None, ())
@@ -131,6 +135,7 @@ class UpstreamHook:
                 self._check_success(response)
             return
         if status in CHALLENGES and _SENDING.get():
+            bound_stream(response, self.max_body_bytes, self.max_body_seconds, asynchronous=True)
             return
         body = await aread_bounded(response, self.max_body_bytes, self.max_body_seconds)
         await response.aclose()
