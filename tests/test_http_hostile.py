@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import tdk.http
 from tdk.errors import (
+    ErrorKind,
     UpstreamBadRequestError,
     UpstreamError,
     UpstreamNotFoundError,
@@ -708,3 +709,16 @@ def test_the_hooks_raise_the_classified_error(
     ):
         client.get(URL)
     _check(caught.value, status)
+
+
+@pytest.mark.parametrize("status", [2**53, 10**30, -(10**30)], ids=["2**53", "10**30", "-10**30"])
+def test_a_status_no_error_can_carry_is_unmapped(status: int) -> None:
+    """A status beyond any integer JSON keeps (only a transport of the caller's own makes one)
+    is an unmapped upstream error without a status, and no fallback was needed."""
+    response = httpx.Response(status, content=b"x", request=httpx.Request("GET", "https://h/"))
+    error = tdk.http.classify(response)
+    assert error is not None
+    assert error.kind is ErrorKind.UPSTREAM_RUNTIME_UNMAPPED
+    assert error.status_code is None
+    assert "fallback" not in error.details
+    json.dumps(error.to_dict())

@@ -36,7 +36,13 @@ from tdk._redact import (
     redact_text,
     redact_url,
 )
-from tdk.errors import MAX_DEVELOPER_MESSAGE_CHARS, ErrorKind, UpstreamError, UpstreamRateLimitError
+from tdk.errors import (
+    MAX_DEVELOPER_MESSAGE_CHARS,
+    MAX_SAFE_INT,
+    ErrorKind,
+    UpstreamError,
+    UpstreamRateLimitError,
+)
 from tdk.http._body import (
     EMPTY,
     MAX_TOKEN_CHARS,
@@ -124,6 +130,8 @@ def build_error(
     unexpected exception of the classification itself gives :func:`_last_resort`'s error.
     """
     secrets = tuple(secrets)  # read twice when the last resort runs
+    if not -MAX_SAFE_INT <= response.status_code <= MAX_SAFE_INT:
+        return _status_only(response)  # no status an error can carry: nothing else to read
     failure: Exception | None = None
     headers: dict[str, str] = {}
     parsed = EMPTY
@@ -187,13 +195,16 @@ def _last_resort(
 
 def _status_only(response: httpx.Response) -> UpstreamError:
     """The error the status table gives, with the fixed sentence and the standard phrase."""
-    status = response.status_code
+    status: int | None = response.status_code
+    if status is not None and not -MAX_SAFE_INT <= status <= MAX_SAFE_INT:
+        status = None  # no status an error can carry (a transport of the caller's own)
+    shown = "status out of range" if status is None else status
     cls = UpstreamError.class_for_status(status)
-    phrase = _PHRASES.get(status)
+    phrase = _PHRASES.get(status) if status is not None else None
     return cls(
-        f"{_SENTENCES[cls.kind]} (HTTP {status}).",
+        f"{_SENTENCES[cls.kind]} (HTTP {shown}).",
         status_code=status,
-        developer_message=f"HTTP {status} {phrase}" if phrase else f"HTTP {status}",
+        developer_message=f"HTTP {shown} {phrase}" if phrase else f"HTTP {shown}",
         details={"status_code": status},
     )
 
