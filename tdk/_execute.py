@@ -27,6 +27,7 @@ from tdk._classify import describe, to_tool_error
 from tdk._context import ToolContext, secret_values
 from tdk._redact import call_secrets, end_call_secrets, redact_text
 from tdk._result import ToolResult
+from tdk._seconds import finite, shown
 from tdk._threads import DROPPED, FINISHED, Job, run_in_worker
 from tdk._time_limit import await_coroutine, await_job
 from tdk.errors import (
@@ -297,10 +298,11 @@ def _checked_options(call_id: object, timeout: object) -> float | _Default | Non
 def check_timeout(timeout: object) -> float:
     """``timeout`` as seconds, or a ``TypeError``/``ValueError`` saying why it is none."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
-    return float(timeout)
+        raise TypeError(f"timeout must be a number of seconds or None, not {shown(timeout)}")
+    seconds = finite(timeout)
+    if seconds is None or seconds <= 0:
+        raise ValueError(f"timeout must be a finite number of seconds > 0, not {shown(timeout)}")
+    return seconds
 
 
 def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:

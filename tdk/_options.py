@@ -8,13 +8,13 @@ uses, or a neutral one when the option is invalid so that checking can go on.
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Iterable
 from typing import Final
 
 from tdk._docstrings import Doc
 from tdk._problems import ProblemKind, Problems, quote
+from tdk._seconds import finite
 
 #: The rule for tool names shared by OpenAI, Anthropic and MCP hosts.
 TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -106,12 +106,8 @@ def check_timeout(problems: Problems, given: object) -> float | None:
     """The tool's time limit in seconds, None for no limit."""
     if given is None:
         return None
-    if (
-        isinstance(given, bool)
-        or not isinstance(given, int | float)
-        or not math.isfinite(given)
-        or given <= 0
-    ):
+    seconds = finite(given)
+    if seconds is None or seconds <= 0:
         problems.add(
             ProblemKind.INVALID_TIMEOUT,
             None,
@@ -119,7 +115,7 @@ def check_timeout(problems: Problems, given: object) -> float | None:
             "pass e.g. timeout=30, or leave it out for no time limit",
         )
         return None
-    return float(given)
+    return seconds
 
 
 def check_deprecation(problems: Problems, given: object) -> str | None:

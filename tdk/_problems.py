@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, NamedTuple, NoReturn, get_args, get_or
 
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError
 
+from tdk._seconds import shown
 from tdk.errors import ToolDefinitionError, ToolInputSchemaError, ToolOutputSchemaError
 
 #: The fix for a type pydantic cannot validate, serialise or describe.
@@ -180,8 +181,12 @@ _short_repr.maxother = 60
 
 
 def quote(value: object) -> str:
-    """A value as a problem text shows it: its repr, shortened."""
-    return _short_repr.repr(value)
+    """A value as a problem text shows it: its repr, shortened (or what ``shown`` makes of a
+    value whose repr fails, such as an int of more than 4,300 digits)."""
+    try:
+        return _short_repr.repr(value)
+    except Exception:
+        return shown(value)
 
 
 _CLASS_REPR: Final = re.compile(r"<class '(?:[\w<>]+\.)*(\w+)'>")

@@ -148,7 +148,6 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:  # the client closed the connection after its time budget
             pass
 
-
     def route_drip_challenge(self) -> None:
         """A Digest challenge whose body trickles in: an auth flow answers it, and httpx reads
         the body of the hop it answers."""

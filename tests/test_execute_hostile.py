@@ -26,8 +26,18 @@ from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
 import tdk.http
-from tdk import Bulkhead, Tool, Toolkit, ToolResult, ToolRunner, tool
-from tdk.errors import ErrorKind, RetryableToolError, ToolError
+from tdk import (
+    Bulkhead,
+    CircuitBreaker,
+    RateLimit,
+    RetryPolicy,
+    Tool,
+    Toolkit,
+    ToolResult,
+    ToolRunner,
+    tool,
+)
+from tdk.errors import ErrorKind, RetryableToolError, ToolDefinitionError, ToolError
 
 #: The size of asyncio's default executor, which tdk used for sync tools before it kept its
 #: own threads (docs/execution.md states the same default for tdk's pool).
@@ -289,6 +299,8 @@ WRONG_CALL_IDS = [
         pytest.param({"timeout": -1.0}, ValueError, id="timeout-negative"),
         pytest.param({"timeout": math.nan}, ValueError, id="timeout-nan"),
         pytest.param({"timeout": math.inf}, ValueError, id="timeout-infinite"),
+        pytest.param({"timeout": 10**400}, ValueError, id="timeout-beyond-any-float"),
+        pytest.param({"timeout": 10**5000}, ValueError, id="timeout-beyond-repr"),
     ],
 )
 @pytest.mark.parametrize("entry", ["tool.run", "toolkit.run"])
@@ -1252,3 +1264,33 @@ def test_lone_surrogates_never_reach_a_result() -> None:
         json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
         result.error.to_log_line().encode("utf-8")
     assert "\ufffd" in results[0].error.message  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: RetryPolicy(max_delay=10**400), id="retry-max-delay"),
+        pytest.param(lambda: RetryPolicy(multiplier=10**5000), id="retry-multiplier"),
+        pytest.param(lambda: RateLimit(calls=1, period=10**400), id="rate-limit-period"),
+        pytest.param(lambda: Bulkhead(max_wait=10**400), id="bulkhead-max-wait"),
+        pytest.param(lambda: CircuitBreaker(reset_timeout=10**400), id="breaker-reset"),
+        pytest.param(lambda: ToolRunner(Toolkit("k", [lookup]), deadline=10**400), id="deadline"),
+    ],
+)
+def test_settings_beyond_any_float_are_value_errors(make: Callable[[], Any]) -> None:
+    """A duration or factor too big for a float is refused with ``ValueError``, as documented
+    (``OverflowError`` escaped before)."""
+    with pytest.raises(ValueError, match="finite"):
+        make()
+
+
+def test_a_tool_timeout_beyond_any_float_is_a_definition_problem() -> None:
+    """``@tool(timeout=10**5000)`` is an invalid-timeout problem, whose text names the value."""
+    with pytest.raises(ToolDefinitionError) as caught:
+
+        @tool(timeout=10**5000)
+        def forever() -> int:
+            """Never time out."""
+            return 1
+
+    assert "an int of 16610 bits" in caught.value.message

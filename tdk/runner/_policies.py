@@ -9,12 +9,12 @@ call.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import Final
 
+from tdk._seconds import finite, shown
 from tdk.errors import ErrorCategory
 
 __all__ = ["Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy"]
@@ -64,9 +64,12 @@ class RetryPolicy:
         _check_seconds("initial_delay", self.initial_delay, zero_ok=True)
         _check_seconds("max_delay", self.max_delay, zero_ok=True)
         if isinstance(self.multiplier, bool) or not isinstance(self.multiplier, int | float):
-            raise ValueError(f"multiplier must be a number, got {self.multiplier!r}")
-        if not (math.isfinite(self.multiplier) and self.multiplier >= 1):
-            raise ValueError(f"multiplier must be a finite number >= 1, got {self.multiplier!r}")
+            raise ValueError(f"multiplier must be a number, got {shown(self.multiplier)}")
+        multiplier = finite(self.multiplier)
+        if multiplier is None or multiplier < 1:
+            raise ValueError(
+                f"multiplier must be a finite number >= 1, got {shown(self.multiplier)}"
+            )
         if self.max_delay < self.initial_delay:
             raise ValueError(
                 f"max_delay ({self.max_delay!r}) must not be shorter than "
@@ -156,10 +159,11 @@ def _check_count(name: str, value: object) -> None:
 
 def _check_seconds(name: str, value: object, *, zero_ok: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise ValueError(f"{name} must be a number of seconds, got {shown(value)}")
+    seconds = finite(value)
+    if seconds is None or seconds < 0 or (seconds == 0 and not zero_ok):
         bound = "a finite number >= 0" if zero_ok else "a finite number > 0"
-        raise ValueError(f"{name} must be {bound} (seconds), got {value!r}")
+        raise ValueError(f"{name} must be {bound} (seconds), got {shown(value)}")
 
 
 def check_optional_seconds(name: str, value: object) -> float | None:
