@@ -9,6 +9,7 @@ shared between tools that return the same type; their schemas never are.
 from __future__ import annotations
 
 import functools
+import json
 import warnings
 from collections.abc import Mapping
 from copy import deepcopy
@@ -66,7 +67,36 @@ def render_input_schema(model: type[BaseModel], descriptions: Mapping[str, str])
     }
     if "$defs" in raw:
         schema["$defs"] = raw["$defs"]
+    return writable(schema)
+
+
+def writable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` less the data values JSON cannot carry (a default of NaN, or of an integer
+    too long to write out), as pydantic leaves out a default it cannot render: a host writes
+    the schema with ``json.dumps``."""
+    try:
+        json.dumps(schema, allow_nan=False)
+    except ValueError:
+        return cast(dict[str, Any], _without_unwritable(schema))
     return schema
+
+
+def _without_unwritable(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_without_unwritable(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    kept: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DATA_KEYWORDS:
+            try:
+                json.dumps(value, allow_nan=False)
+            except ValueError:
+                continue
+            kept[key] = value
+        else:
+            kept[key] = _without_unwritable(value)
+    return kept
 
 
 #: Configuration of output adapters: nothing a tool returns is silently dropped (a TypedDict
@@ -80,7 +110,8 @@ def _build_output_adapter(annotation: Any) -> tuple[TypeAdapter[Any], dict[str, 
         adapter = TypeAdapter(annotation, config=OUTPUT_CONFIG)
     except PydanticUserError:  # a model, dataclass or TypedDict: its own configuration rules
         adapter = TypeAdapter(_closed(annotation))
-    return adapter, adapter.json_schema(mode="serialization", schema_generator=_SchemaGenerator)
+    schema = adapter.json_schema(mode="serialization", schema_generator=_SchemaGenerator)
+    return adapter, writable(schema)
 
 
 def _closed(annotation: Any) -> Any:

@@ -263,13 +263,13 @@ def _walk(module: ModuleType, toolkit: str) -> Iterator[ModuleType]:
 def _import(module_name: str, toolkit: str) -> ModuleType:
     try:
         return importlib.import_module(module_name)
-    except (ToolDefinitionError, ToolkitLoadError):
+    except (ToolDefinitionError, ToolkitLoadError, KeyboardInterrupt, SystemExit):
         raise
-    except Exception as exc:
+    except BaseException as exc:  # any exception: GeneratorExit, CancelledError, custom ones
         raise _import_failed(module_name, toolkit, exc) from exc
 
 
-def _import_failed(module_name: str, toolkit: str, exc: Exception) -> ToolkitLoadError:
+def _import_failed(module_name: str, toolkit: str, exc: BaseException) -> ToolkitLoadError:
     return ToolkitLoadError(
         f"could not import module '{module_name}': {describe(exc)}",
         toolkit=toolkit,
@@ -355,9 +355,9 @@ def _exec_top(top: str, top_file: Path, toolkit: str) -> None:
         except BaseException:
             del sys.modules[top]  # as the import system does for a module that failed
             raise
-    except (ToolDefinitionError, ToolkitLoadError):
+    except (ToolDefinitionError, ToolkitLoadError, KeyboardInterrupt, SystemExit):
         raise
-    except Exception as exc:
+    except BaseException as exc:
         raise _import_failed(top, toolkit, exc) from exc
 
 

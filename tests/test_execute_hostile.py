@@ -37,7 +37,13 @@ from tdk import (
     ToolRunner,
     tool,
 )
-from tdk.errors import ErrorKind, RetryableToolError, ToolDefinitionError, ToolError
+from tdk.errors import (
+    ErrorKind,
+    RetryableToolError,
+    ToolDefinitionError,
+    ToolError,
+    ToolkitLoadError,
+)
 
 #: The size of asyncio's default executor, which tdk used for sync tools before it kept its
 #: own threads (docs/execution.md states the same default for tdk's pool).
@@ -1294,3 +1300,41 @@ def test_a_tool_timeout_beyond_any_float_is_a_definition_problem() -> None:
             return 1
 
     assert "an int of 16610 bits" in caught.value.message
+
+
+def test_defaults_json_cannot_carry_stay_out_of_the_schema() -> None:
+    """A default of NaN, or of an integer too long to write out, is left out of the schema (as
+    pydantic leaves out a default it cannot render): a host can write the schema as JSON."""
+
+    @tool
+    def odd_defaults(
+        n: Annotated[int, "A number."] = 10**5000,
+        x: Annotated[float, "A ratio."] = math.nan,
+        k: Annotated[int, "A plain default."] = 3,
+    ) -> int:
+        """Accept odd defaults."""
+        return k
+
+    properties = odd_defaults.definition.input_schema["properties"]
+    assert "default" not in properties["n"]
+    assert "default" not in properties["x"]
+    assert properties["k"]["default"] == 3
+    json.dumps(odd_defaults.definition.model_dump(mode="json"), allow_nan=False)
+    assert run(odd_defaults.run({})).value == 3
+
+
+@pytest.mark.parametrize(
+    "raised", ["GeneratorExit", "asyncio.CancelledError", "type('Odd', (BaseException,), {})"]
+)
+def test_a_module_raising_a_base_exception_is_a_load_error(
+    tmp_path: Path, raised: str, request: pytest.FixtureRequest
+) -> None:
+    """A module that raises a BaseException other than an exit or an interrupt while it is
+    imported is a ToolkitLoadError, as any other exception is."""
+    name = f"hostile_import_{request.node.callspec.id.replace('-', '_').replace('.', '_')}"
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    path = tmp_path / f"{name}.py"
+    path.write_text(f"import asyncio\nraise {raised}()\n")
+    with pytest.raises(ToolkitLoadError) as caught:
+        Toolkit.from_path(path)
+    assert "could not import module" in caught.value.message
