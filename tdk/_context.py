@@ -32,6 +32,12 @@ def _rebuild(
 
 #: Characters httpx leaves as they are in a URL path (RFC 3986 sub-delims, ":", "@", "/").
 _PATH_SAFE: Final = "!$&'()*+,;=:@/"
+#: What httpx itself leaves as it is when it builds a URL's path and query (the WHATWG
+#: percent-encode sets: printable ASCII but a few, ``%`` of existing escapes included).
+_WHATWG_QUERY_SAFE: Final = "".join(
+    chr(code) for code in range(0x21, 0x7F) if chr(code) not in '"#<>'
+)
+_WHATWG_PATH_SAFE: Final = "".join(c for c in _WHATWG_QUERY_SAFE if c not in "?`{}")
 #: Text that every URL encoding leaves as it is (RFC 3986 unreserved characters).
 _URL_PLAIN: Final = re.compile(r"[A-Za-z0-9._~-]*")
 
@@ -39,7 +45,7 @@ _URL_PLAIN: Final = re.compile(r"[A-Za-z0-9._~-]*")
 def secret_values(context: ToolContext) -> tuple[str, ...]:
     """The exact values to scrub for a call with ``context``: every secret value and the auth
     token as text (a value given as a number or bytes, too), each also in the percent-encoded
-    forms a URL carries (in a path, in a query). None, empty values and values shorter than
+    forms a URL carries (in a path, in a query, as ``urllib`` and as httpx write them). None, empty values and values shorter than
     redaction's minimum are left out: scrubbing them would destroy text and protect nothing.
     """
     found: dict[str, None] = {}
@@ -55,7 +61,8 @@ def secret_values(context: ToolContext) -> tuple[str, ...]:
         found[value] = None
         if _URL_PLAIN.fullmatch(value):  # most keys and tokens: every encoded form is the same
             continue
-        for safe in ("", _PATH_SAFE):  # (surrogateescape: a value read from os.environ)
+        for safe in ("", _PATH_SAFE, _WHATWG_PATH_SAFE, _WHATWG_QUERY_SAFE):
+            # (surrogateescape: a value read from os.environ)
             found[quote(value, safe=safe, errors="surrogateescape")] = None
         found[quote_plus(value, errors="surrogateescape")] = None
     return tuple(found)

@@ -32,6 +32,7 @@ from tdk import (
     RateLimit,
     RetryPolicy,
     Tool,
+    ToolContext,
     Toolkit,
     ToolResult,
     ToolRunner,
@@ -1338,3 +1339,28 @@ def test_a_module_raising_a_base_exception_is_a_load_error(
     with pytest.raises(ToolkitLoadError) as caught:
         Toolkit.from_path(path)
     assert "could not import module" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "secret", ["tok|en value-123456", "tok{en}^[x]`é-123456", "100%-sure|token value"]
+)
+def test_a_secret_in_a_url_path_is_scrubbed_as_httpx_encodes_it(secret: str) -> None:
+    """A context secret in a URL path leaves no trace in whatever form httpx writes it there
+    (it leaves ``|^[]`` as they are and encodes spaces, braces and non-ASCII)."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"message": f"no bot {request.url.raw_path!r}"})
+
+    @tool
+    def calls(context: ToolContext) -> int:
+        """Call an API with the secret in the path."""
+        with tdk.http.install(httpx.Client(transport=httpx.MockTransport(upstream))) as client:
+            client.get(f"https://api.example.com/bot{context.get_secret('BOT')}/getMe")
+        return 1
+
+    result = run(calls.run({}, context=ToolContext(secrets={"BOT": secret})))
+    text = json.dumps(result.to_dict())
+    assert result.error is not None
+    assert result.error.details["url"] == "https://api.example.com/bot[REDACTED]/getMe"
+    encoded = httpx.URL(f"https://h/{secret}").raw_path.decode()[1:]
+    assert encoded not in text
