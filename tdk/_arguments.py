@@ -136,6 +136,21 @@ def invalid_arguments(
     return info_for(ToolInputError, message, name, details={"errors": errors})
 
 
+def unreadable_arguments(exc: Exception, spec: ToolSpec, name: str) -> ErrorInfo:
+    """The error for arguments whose reading itself failed (a mapping whose items raise, a
+    hostile ``__getitem__``): the caller sent something that is not a JSON object. Only the
+    exception's type is named; its text may quote anything."""
+    problem = f"The arguments could not be read ({type(exc).__name__[:100]}): send one JSON object"
+    message = (
+        f"Invalid arguments: {problem}. "
+        f"Parameters: {', '.join(spec.parameter_names) or 'none'}. "
+        "Fix the arguments and call the tool again."
+    )
+    return info_for(
+        ToolInputError, message, name, details={"errors": [{"field": "", "problem": problem}]}
+    )
+
+
 def _renders(error_type: str, context: dict[str, Any] | None, text: str) -> bool:
     """Whether ``text`` is pydantic's own message for ``error_type`` with ``context``, for
     Python or JSON input."""

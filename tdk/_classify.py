@@ -90,11 +90,13 @@ def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
     try:
         response = getattr(exc, "response", None)
         status = getattr(response, "status_code", None)
+        readable = hasattr(response, "headers")
     except Exception:  # a property that fails: nothing to read
         response = status = None
+        readable = False
     if type(status) is not int:
         status = None  # (an int subclass, a bool: not a status to trust)
-    if status is not None and hasattr(response, "headers"):
+    if status is not None and readable:
         from tdk.http import classify  # here, so that ``import tdk`` stays light
 
         try:

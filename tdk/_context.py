@@ -45,8 +45,9 @@ _URL_PLAIN: Final = re.compile(r"[A-Za-z0-9._~-]*")
 def secret_values(context: ToolContext) -> tuple[str, ...]:
     """The exact values to scrub for a call with ``context``: every secret value and the auth
     token as text (a value given as a number or bytes, too), each also in the percent-encoded
-    forms a URL carries (in a path, in a query, as ``urllib`` and as httpx write them). None, empty values and values shorter than
-    redaction's minimum are left out: scrubbing them would destroy text and protect nothing.
+    forms a URL carries (in a path, in a query, as ``urllib`` and as httpx write them). None,
+    empty values and values shorter than redaction's minimum are left out: scrubbing them
+    would destroy text and protect nothing.
     """
     found: dict[str, None] = {}
     for given in (*context.secrets.values(), context.auth_token):

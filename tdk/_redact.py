@@ -252,11 +252,13 @@ _TOKEN_SHAPES = re.compile(
     | \bgithub_pat_[A-Za-z0-9_]{20,}
     | \bxox[abpr]-[A-Za-z0-9-]{10,}
     | \bAKIA[0-9A-Z]{16}\b
+    | \b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}
+    | \bglpat-[A-Za-z0-9_-]{20,}
     """,
     re.VERBOSE,
 )
 #: Substrings every token shape contains; text with none of them skips the token pass.
-_TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA")
+_TOKEN_HINTS: Final = ("Bearer", "Basic", "sk-", "AIza", "_", "xox", "AKIA", "glpat-")
 #: A JSON Web Token: three base64url segments, the first (a JSON header) starting ``eyJ``.
 #: Found from each ``eyJ`` (see :func:`_jwt_spans`), not by the alternation above: as one of its
 #: branches (``\beyJ...``), every ``eyJ`` of a long run such as ``eyJ-eyJ-...`` was tried as a

@@ -16,9 +16,9 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import httpx
 import pytest
@@ -1309,7 +1309,7 @@ def test_defaults_json_cannot_carry_stay_out_of_the_schema() -> None:
 
     @tool
     def odd_defaults(
-        n: Annotated[int, "A number."] = 10**5000,
+        n: Annotated[int | None, "A number."] = 10**5000,
         x: Annotated[float, "A ratio."] = math.nan,
         k: Annotated[int, "A plain default."] = 3,
     ) -> int:
@@ -1364,3 +1364,113 @@ def test_a_secret_in_a_url_path_is_scrubbed_as_httpx_encodes_it(secret: str) -> 
     assert result.error.details["url"] == "https://api.example.com/bot[REDACTED]/getMe"
     encoded = httpx.URL(f"https://h/{secret}").raw_path.decode()[1:]
     assert encoded not in text
+
+
+class _Unreadable(dict[str, Any]):
+    """Arguments whose items cannot be read."""
+
+    def items(self) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+    def keys(self) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+
+def test_arguments_that_cannot_be_read_are_bad_input() -> None:
+    """Arguments whose reading raises are the caller's bad input, not the tool's failure; the
+    exception's text is not repeated."""
+    result = run(lookup.run(_Unreadable(n=1)))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    assert result.attempts == 0
+    assert "sk-live" not in json.dumps(result.to_dict())
+
+
+class _ArgumentsMapping(Mapping[str, Any]):
+    """A mapping (not a dict) whose items cannot be read."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_a_mapping_that_cannot_be_read_is_bad_input() -> None:
+    """The same for a ``Mapping`` that is not a dict."""
+    result = run(lookup.run(_ArgumentsMapping()))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    assert result.error is not None
+    assert result.error.message.startswith(
+        "Invalid arguments: The arguments could not be read (RuntimeError)"
+    )
+    assert "sk-live" not in json.dumps(result.to_dict())
+
+
+class _StatusRaises:
+    """A response-like object whose status cannot be read."""
+
+    headers: ClassVar[dict[str, str]] = {}
+
+    @property
+    def status_code(self) -> int:
+        raise ValueError("no status")
+
+
+class _BoolStatus:
+    """A response-like object whose status is a bool."""
+
+    headers: ClassVar[dict[str, str]] = {}
+    status_code = True
+
+
+class _Unclassifiable:
+    """A response-like object that looks readable and is not."""
+
+    status_code = 503
+
+    @property
+    def headers(self) -> Any:
+        raise RuntimeError("no headers")
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        pytest.param(_StatusRaises(), id="status-raises"),
+        pytest.param(_BoolStatus(), id="status-a-bool"),
+        pytest.param(_Unclassifiable(), id="headers-raise"),
+    ],
+)
+def test_raise_for_status_with_an_odd_response_is_an_upstream_error(response: Any) -> None:
+    """``HTTPStatusError`` carrying a response that cannot be read is still an upstream error."""
+
+    @tool
+    def raises() -> int:
+        """Raise an HTTPStatusError with an odd response."""
+        raise httpx.HTTPStatusError(
+            "m", request=httpx.Request("GET", "https://h.example/"), response=response
+        )
+
+    result = run(raises.run({}))
+    assert result.error is not None
+    assert result.error.error == "UpstreamError"
+    json.dumps(result.to_dict())
+
+
+class _NoRepr:
+    """A value whose repr fails."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_timeout_whose_repr_fails_is_named_by_its_type() -> None:
+    """The TypeError for a wrong timeout names the value by its type when its repr fails."""
+    with pytest.raises(TypeError, match="not a _NoRepr"):
+        run(lookup.run({"n": 1}, timeout=_NoRepr()))  # type: ignore[arg-type]

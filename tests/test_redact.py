@@ -50,6 +50,10 @@ from tdk._redact import REDACTED, call_secrets, end_call_secrets, redact_text, r
         pytest.param("github_pat_" + "A1" * 20, "[REDACTED]", id="github-fine-grained"),
         pytest.param("xoxb-1234567890-abcdef", "[REDACTED]", id="slack"),
         pytest.param("AKIAABCDEFGHIJKLMNOP", "[REDACTED]", id="aws-access-key"),
+        pytest.param("key sk_live_" + "a1" * 12 + " bad", "key [REDACTED] bad", id="stripe-secret"),
+        pytest.param("rk_test_" + "B2" * 12, "[REDACTED]", id="stripe-restricted"),
+        pytest.param("glpat-" + "x_" * 10, "[REDACTED]", id="gitlab-pat"),
+        pytest.param("pk_live_" + "a1" * 12, "pk_live_" + "a1" * 12, id="stripe-publishable-kept"),
         pytest.param("jwt eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl end", "jwt [REDACTED] end", id="jwt"),
         pytest.param("sent Bearer abc.def-ghi_jkl", "sent [REDACTED]", id="bearer"),
         pytest.param(

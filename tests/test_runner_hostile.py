@@ -410,3 +410,16 @@ def test_a_slot_held_past_its_loop_comes_back() -> None:
         raise AssertionError("the slot never came back")
     later = [asyncio.run(runner.run("stuck", {"n": n})).value for n in range(3)]
     assert later == [0, 1, 2]
+
+
+@in_loop
+async def test_a_circuit_state_a_store_mangled_starts_afresh() -> None:
+    """A circuit whose stored state is no state at all (``"bogus"``) starts afresh, closed."""
+    store = JsonStore()
+    store.data["tdk:circuit:flaky"] = json.dumps(
+        {"state": "bogus", "failures": 7, "opened_at": 0.0, "probes": 0, "probes_expire": 0.0,
+         "generation": 3}
+    )  # fmt: skip
+    runner = ToolRunner(flaky_toolkit({"down": False}), circuit_breaker=BREAKER, store=store)
+    assert (await runner.run("flaky", {"n": 4})).value == 4
+    assert runner.stats().circuits["flaky"] is CircuitState.CLOSED

@@ -486,6 +486,8 @@ def _developer_message(
     if parsed.html_title:
         head = f'{head} [HTML page titled "{redact_text(parsed.html_title, secrets)}"]'
     if body is None and supported_encoding(response) is None:
-        encoding = clean(response.headers.get("content-encoding", ""), MAX_TOKEN_CHARS)
+        encoding = redact_text(
+            clean(response.headers.get("content-encoding", ""), MAX_TOKEN_CHARS), secrets
+        )
         head = f"{head} [body in {encoding!r} encoding not decoded]"
     return head[:MAX_DEVELOPER_MESSAGE_CHARS]
