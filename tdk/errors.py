@@ -957,8 +957,26 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
 
 def _json_safe_mapping(value: Mapping[Any, Any]) -> dict[str, Any]:
     """A JSON-safe copy of ``details`` (see :func:`_json_safe`)."""
+    if type(value) is dict and len(value) <= _MAX_DETAILS_ITEMS and _flat_and_plain(value):
+        return dict(value)  # the common case: text and small numbers under text keys
     cleaned = _json_safe(value, _Budget(), 0)
     return cleaned if isinstance(cleaned, dict) else {"details": cleaned}
+
+
+def _flat_and_plain(value: dict[Any, Any]) -> bool:
+    """Whether every key is a ``str`` and every value a ``str``, ``bool``, None, a finite
+    ``float`` or an ``int`` that :func:`_json_safe` would keep as it is."""
+    for key, item in value.items():
+        kind = type(item)
+        if type(key) is not str or not (
+            kind is str
+            or item is None
+            or kind is bool
+            or (kind is int and -_LARGEST_DETAIL_INT < item < _LARGEST_DETAIL_INT)
+            or (kind is float and math.isfinite(item))
+        ):
+            return False
+    return True
 
 
 class _Budget:

@@ -282,15 +282,17 @@ class _AsyncInstalledSend(_InstalledSend):
 
 
 #: httpcore's loggers whose DEBUG lines list response headers.
-_HEADER_LOGGERS: Final = (logging.getLogger("httpcore.http11"), logging.getLogger("httpcore.http2"))
+_HTTP11: Final = logging.getLogger("httpcore.http11")
+_HTTP2: Final = logging.getLogger("httpcore.http2")
+_DEBUG: Final = logging.DEBUG
 
 
 def _logged_secrets(request: httpx.Request) -> Token[tuple[str, ...]] | None:
     """While httpcore logs response headers (DEBUG), the credentials ``request`` carries are
     made the running call's secrets for its send: an upstream may echo them in any header, and
-    the log filter scrubs the call's secrets from every line. (Nothing to do, and nothing
-    paid, while those lines are off.)"""
-    if not any(logger.isEnabledFor(logging.DEBUG) for logger in _HEADER_LOGGERS):
+    the log filter scrubs the call's secrets from every line. (Nothing to do, and two cached
+    level checks to pay, while those lines are off.)"""
+    if not (_HTTP11.isEnabledFor(_DEBUG) or _HTTP2.isEnabledFor(_DEBUG)):
         return None
     return call_secrets(tuple(request_secrets(request)))
 
