@@ -209,19 +209,19 @@ _BRACKETS: Final = {"[": "]", "(": ")", "{": "}"}
 #: What a bracketed value is read by: its brackets, and the quoted strings whose brackets do
 #: not count (each string read from its opening quote by ``_QUOTED_VALUE``).
 _BRACKET_OR_QUOTE = re.compile(r"""[][(){}'"]""")
-_LINE_END = re.compile(r"[\r\n]|\Z")
 
 
 def _bracketed_end(text: str, start: int) -> int:
     """Where a bracketed value (a list, tuple or object) that opens at ``start`` ends: just
-    after its matching closing bracket, or at the end of the line when it has none (or a
-    string in it never closes). Linear: each character is read once."""
+    after its matching closing bracket; at the end of the text when it has none, or a string
+    in it never closes (a value cut short hides what follows it, and reading to the end once
+    keeps every scan linear: each character is read once)."""
     depth = 0
     at = start
     while True:
         found = _BRACKET_OR_QUOTE.search(text, at)
         if found is None:
-            break
+            return len(text)
         char = found[0]
         if char in _BRACKETS:
             depth += 1
@@ -232,14 +232,11 @@ def _bracketed_end(text: str, start: int) -> int:
         else:  # a quoted string: to its closing quote, or the value has no end in sight
             string = _QUOTED_VALUE[char].match(text, found.end())
             assert string is not None  # it matches the empty string
-            if string.end() >= len(text) or text[string.end()] != char:
-                break
+            if string.end() >= len(text):
+                return len(text)
             at = string.end() + 1
             continue
         at = found.end()
-    line = _LINE_END.search(text, start)
-    assert line is not None  # \Z always matches
-    return line.start()
 
 
 _TOKEN_SHAPES = re.compile(

@@ -155,8 +155,8 @@ from tdk._redact import REDACTED, call_secrets, end_call_secrets, redact_text, r
         ),
         pytest.param(
             "token: [never closed k-1234567890\nnext line",
-            "token: [REDACTED]\nnext line",
-            id="unclosed-bracket-to-the-end-of-the-line",
+            "token: [REDACTED]",
+            id="unclosed-bracket-to-the-end-of-the-text",
         ),
         pytest.param(
             "[token=abc]], f(api_key=g(x)), {secret=s}",

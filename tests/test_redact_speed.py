@@ -67,6 +67,8 @@ CASES = [
     pytest.param(lambda: redact_text("api_key: [" + repeat("'\\'")), id="bracket-escaped-quotes"),
     pytest.param(lambda: redact_text("token: " + repeat("[")), id="bracket-never-closed"),
     pytest.param(lambda: redact_text(repeat("api_key: [1] ")), id="many-bracketed-values"),
+    pytest.param(lambda: redact_text(repeat("api_key=[\n")), id="many-unclosed-brackets"),
+    pytest.param(lambda: redact_text(repeat('"token": ["\n')), id="many-unclosed-strings"),
     pytest.param(lambda: redact_text(repeat("Authorization: x\n")), id="header-lines"),
     pytest.param(lambda: redact_text(repeat("'api_key': '")), id="unclosed-quoted-values"),
     pytest.param(lambda: redact_text("(password=" + repeat(")")), id="closing-brackets"),
