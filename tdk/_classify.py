@@ -101,7 +101,7 @@ def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
 
         try:
             error = classify(response, secrets=list(secrets))  # type: ignore[arg-type]
-        except Exception:  # a duck-typed response that is not readable after all
+        except Exception:  # pragma: no cover (classify() falls back to the status itself)
             error = None
         if error is not None:
             return error
@@ -156,14 +156,23 @@ def _cancelled(exc: BaseException, secrets: Iterable[str]) -> Mapped:
 
 def _group(exc: BaseException, secrets: Iterable[str]) -> Mapped:
     try:
-        members = sorted({type(e).__name__ for e in exc.exceptions})  # type: ignore[attr-defined]
+        names = {type(e).__name__[:_MAX_NAME] for e in exc.exceptions}  # type: ignore[attr-defined]
     except Exception:  # a group whose members cannot be read
-        members = []
+        names = set()
+    members = sorted(names)[:_MAX_GROUP_NAMES]
+    listed = ", ".join(members)
+    if len(names) > _MAX_GROUP_NAMES:
+        listed += f" and {len(names) - _MAX_GROUP_NAMES} other types"
     return Mapped(
         FatalToolError,
-        f"The tool failed with several errors at once ({', '.join(members)}).",
+        f"The tool failed with several errors at once ({listed}).",
         {"developer_message": describe(exc, secrets), "details": {"exceptions": members}},
     )
+
+
+#: Exception types a group's message names at most, and the longest name kept.
+_MAX_GROUP_NAMES: Final = 10
+_MAX_NAME: Final = 100
 
 
 def _fatal(exc: BaseException, secrets: Iterable[str]) -> Mapped:

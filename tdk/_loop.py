@@ -27,18 +27,38 @@ _T = TypeVar("_T")
 
 def run_in_new_loop(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run ``coro`` in a new event loop and return its result, as ``asyncio.run()`` does,
-    without waiting past :data:`WIND_DOWN_SECONDS` for what it leaves behind."""
+    without waiting past :data:`WIND_DOWN_SECONDS` for what it leaves behind.
+
+    Raises ``RuntimeError`` (and closes ``coro``) when a loop already runs in this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        coro.close()
+        raise RuntimeError("tdk cannot run its own event loop inside a running one")
     loop = asyncio.new_event_loop()
     loop.set_default_executor(_DaemonExecutor())
     asyncio.set_event_loop(loop)
     try:
-        return loop.run_until_complete(coro)
+        return _run_to_end(loop, loop.create_task(coro))
     finally:
         try:
             _wind_down(loop)
         finally:
             asyncio.set_event_loop(None)
             loop.close()
+
+
+def _run_to_end(loop: asyncio.AbstractEventLoop, future: asyncio.Future[_T]) -> _T:
+    """``loop.run_until_complete(future)``, run again whenever something in it stops the loop
+    before ``future`` is done (a body calling ``loop.stop()``): the loop is tdk's."""
+    while True:
+        try:
+            return loop.run_until_complete(future)
+        except RuntimeError:
+            if future.done():
+                raise  # the future's own error
 
 
 def _wind_down(loop: asyncio.AbstractEventLoop) -> None:
@@ -48,8 +68,8 @@ def _wind_down(loop: asyncio.AbstractEventLoop) -> None:
     for task in leftovers:
         task.cancel()
     closing = loop.create_task(loop.shutdown_asyncgens())
-    done, _ = loop.run_until_complete(
-        asyncio.wait({*leftovers, closing}, timeout=WIND_DOWN_SECONDS)
+    done, _ = _run_to_end(
+        loop, loop.create_task(asyncio.wait({*leftovers, closing}, timeout=WIND_DOWN_SECONDS))
     )
     for task in done:  # their outcome is nobody's concern now: read it, so none is "lost"
         if not task.cancelled():

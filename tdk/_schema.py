@@ -186,6 +186,34 @@ def may_hold_numbers(schema: Any) -> bool:
     )
 
 
+def has_own_serializers(core_schema: Any) -> bool:
+    """Whether a pydantic core schema serializes part of a value with code of the type's own
+    (a ``PlainSerializer`` or ``WrapSerializer``, a ``field_serializer`` or
+    ``model_serializer``, a computed field): such code may return what its declared type
+    does not allow (a float where the JSON Schema says string), so the JSON Schema alone
+    cannot say that the output holds no number."""
+    stack = [core_schema]
+    seen = {id(core_schema)}  # (a type may share one schema between its parts)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            serialization = item.get("serialization")
+            if (
+                isinstance(serialization, dict) and serialization.get("type") in _OWN_SERIALIZERS
+            ) or item.get("computed_fields"):
+                return True
+            children: Any = item.values()
+        else:  # a list or a tuple: nothing else is stacked
+            children = item
+        for child in children:
+            if isinstance(child, dict | list | tuple) and id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+    return False
+
+
+#: Core-schema serialization types that run code of the type's own.
+_OWN_SERIALIZERS: Final = frozenset({"function-plain", "function-wrap"})
 _NUMERIC: Final = frozenset({"number", "integer"})
 #: Keywords that give a schema its type when ``type`` is absent.
 _TYPE_GIVERS: Final = frozenset({"$ref", "anyOf", "oneOf", "allOf", "enum", "const"})

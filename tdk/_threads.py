@@ -13,7 +13,11 @@ loop's default executor:
   (asyncio cannot put ``StopIteration`` into a future: with ``run_in_executor`` such a call
   never returned);
 - a :class:`Job` says whether its body is still running, and calls back when it ends, so the
-  runner can hold a bulkhead slot until the body has really finished.
+  runner can hold a bulkhead slot until the body has really finished;
+- a thread that waits for sync calls it made lends the pool one place while it waits: a sync
+  tool calling another (``run_sync()``, ``asyncio.run()`` of a call, from its own thread or
+  from threads it starts) never waits for a place that its own wait holds, however many such
+  calls run at once.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class Job:
         "_on_end",
         "_pool",
         "_value",
+        "_waiter",
         "abandoned",
         "future",
         "loop",
@@ -82,6 +87,8 @@ class Job:
         self._value: Any = None
         self._error: BaseException | None = None
         self._on_end: list[Callable[[], object]] | None = None
+        self._waiter: _Waits | None = None
+        """The submitting thread's count of the jobs it waits for, until this one ends."""
 
     @property
     def running(self) -> bool:
@@ -156,17 +163,33 @@ def _done() -> None:
     """Stands in for a finished job's call (drops the body's arguments)."""
 
 
+class _Waits:
+    """How many jobs of a pool one thread waits for (it submitted them, and they have not
+    ended, nor been given up)."""
+
+    __slots__ = ("jobs",)
+
+    def __init__(self) -> None:
+        self.jobs = 0
+
+
 class WorkerThreads:
     """A pool of daemon threads for sync bodies.
 
-    At most ``max_workers`` bodies with a caller run at once; more wait in a queue. Bodies
-    whose caller has gone (see :class:`Job`) do not count, up to ``max_lingering`` of them:
-    past that, they count again, and new work waits for them. Threads start on demand and
+    At most ``max_workers`` bodies with a caller run at once, plus one for every thread that
+    waits for jobs it submitted (the thread of an event loop, a sync body calling another
+    sync tool, a thread such a body started): a body waiting on a job of its own always
+    leaves room for it. More wait in a queue. Bodies whose caller has gone (see
+    :class:`Job`) do not count, up to ``max_lingering`` of them: past that, they count
+    again, and new work waits for them. Threads start on demand and
     live as long as the process (as ``ThreadPoolExecutor``'s do), but for the surplus a
     lingering body leaves when it ends, which goes away.
 
-    The hand-off is ``ThreadPoolExecutor``'s: a ``queue.SimpleQueue`` of jobs, and a semaphore
-    counting the idle threads, so that a job starts a thread only when none is idle.
+    The hand-off is a ``queue.SimpleQueue`` of jobs, with exact counts (under a lock) of the
+    jobs queued and the threads idle: a job starts a thread when there are more jobs than
+    idle threads. (``ThreadPoolExecutor`` counts idle threads with a semaphore that may count
+    a thread twice: a pool whose threads all wait for work of its own could then wait for
+    good.)
     """
 
     def __init__(self, max_workers: int | None = None, max_lingering: int | None = None) -> None:
@@ -176,22 +199,36 @@ class WorkerThreads:
         """Bodies without a caller that do not count against ``max_workers``."""
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Job] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        """One token per thread waiting for work."""
+        self._queued = 0
+        """Jobs in the queue (dropped ones too, until a thread takes them)."""
+        self._idle = 0
+        """Threads waiting for a job."""
         self._threads = 0
         """Live worker threads."""
         self._lingering = 0
         """Of those, threads running a body whose caller has gone."""
+        self._waiting = 0
+        """Threads (of the pool or not) waiting for jobs they submitted: each lends a place."""
+        self._local = threading.local()
+        """``waits``: this thread's :class:`_Waits`."""
         self._started = 0
 
     def submit(self, call: Callable[[], Any]) -> Job:
         """Queue ``call`` (no arguments) for a worker thread; from the event loop's thread."""
         job = Job(self, call)
         job.future.add_done_callback(job._caller_gone)
-        self._queue.put(job)
-        if not self._idle.acquire(blocking=False):  # no thread is waiting: start one
-            with self._lock:
+        waits = getattr(self._local, "waits", None)
+        if waits is None:
+            waits = self._local.waits = _Waits()
+        job._waiter = waits
+        with self._lock:
+            waits.jobs += 1
+            if waits.jobs == 1:  # this thread starts waiting: it lends a place
+                self._waiting += 1
+            self._queued += 1
+            if self._queued > self._idle:  # no idle thread for it: start one
                 self._start_if_room()
+        self._queue.put(job)
         return job
 
     def abandon(self, job: Job) -> bool:
@@ -199,6 +236,7 @@ class WorkerThreads:
         stop counting its thread, and start another if work is waiting (False)."""
         with self._lock:
             job.abandoned = True
+            self._stop_waiting(job)
             if job.state is QUEUED:
                 job.state = DROPPED  # its thread will skip it
                 return True
@@ -211,18 +249,33 @@ class WorkerThreads:
                     "new sync calls wait for them",
                     self._lingering,
                 )
-            if not self._queue.empty():
+            if self._queued > self._idle:
                 self._start_if_room()
             return False
 
+    def _stop_waiting(self, job: Job) -> None:
+        """``job`` has ended, or its caller gave up: its submitter no longer waits for it
+        (lock held)."""
+        waits = job._waiter
+        if waits is not None:
+            job._waiter = None
+            waits.jobs -= 1
+            if waits.jobs == 0:
+                self._waiting -= 1
+
     def stats(self) -> dict[str, int]:
-        """Threads now: ``threads`` and, of them, ``lingering`` (bodies without a caller)."""
+        """Now: the pool's ``threads`` and, of them, ``lingering`` (bodies without a caller);
+        ``waiting``: threads, of the pool or not, waiting for jobs they submitted."""
         with self._lock:
-            return {"threads": self._threads, "lingering": self._lingering}
+            return {
+                "threads": self._threads,
+                "lingering": self._lingering,
+                "waiting": self._waiting,
+            }
 
     def _counted(self) -> int:
         """Threads that count against ``max_workers`` (lock held)."""
-        return self._threads - min(self._lingering, self.max_lingering)
+        return self._threads - min(self._lingering, self.max_lingering) - self._waiting
 
     def _start_if_room(self) -> None:
         """Start a thread if the pool has room (lock held)."""
@@ -239,8 +292,12 @@ class WorkerThreads:
         """A worker thread: take jobs, until a lingering body it ran makes it surplus."""
         lock = self._lock
         while True:
+            with lock:
+                self._idle += 1
             job = self._queue.get()
             with lock:
+                self._idle -= 1
+                self._queued -= 1
                 dropped = job.state is DROPPED
                 if not dropped:
                     job.state = RUNNING
@@ -248,6 +305,7 @@ class WorkerThreads:
                 job._run()
                 with lock:
                     job.state = FINISHED
+                    self._stop_waiting(job)
                     if job.abandoned:
                         self._lingering -= 1
                     surplus = self._counted() > self.max_workers  # a replacement took its place
@@ -256,14 +314,13 @@ class WorkerThreads:
                 job._deliver()  # after FINISHED: when_ended() never misses the end
                 if surplus:
                     return
-            self._idle.release()
 
     def _after_fork(self) -> None:  # pragma: no cover (run in a forked child, see the tests)
         """In a forked child: the parent's threads do not exist here."""
         self._lock = threading.Lock()
         self._queue = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._threads = self._lingering = 0
+        self._threads = self._lingering = self._waiting = self._queued = self._idle = 0
+        self._local = threading.local()
 
 
 _POOL: Final = WorkerThreads()

@@ -13,6 +13,7 @@ if the body had honoured it. Either way the caller's cancellation is never swall
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Final
@@ -86,7 +87,7 @@ class _Relinquishing:
     the limit can always end.
     """
 
-    __slots__ = ("_coro", "_expired", "_first", "_grace")
+    __slots__ = ("_cancelled", "_coro", "_expired", "_first", "_grace", "_until")
 
     def __init__(
         self,
@@ -99,103 +100,151 @@ class _Relinquishing:
         self._first = first  # what the body's first step awaits
         self._grace = grace
         self._expired = expired
+        self._cancelled: BaseException | None = None
+        """The limit's cancellation, once it has reached the body."""
+        self._until = math.inf
+        """When the grace ends (loop time)."""
 
     def __await__(self) -> Generator[Any, None, Any]:
         coro = self._coro
-        cancelled: BaseException | None = None  # the limit's cancellation, once it reached us
-        until = math.inf  # when the grace ends (loop time)
         throw: BaseException | None = None
         awaited, self._first = self._first, None
+        again = False  # waiting again for what the body awaits (a cancellation went to it)
         while True:
             try:
                 if throw is not None:
                     awaited = coro.throw(throw)
                     throw = None
+                    again = False
                 elif awaited is _STEP:
                     awaited = coro.send(None)
+                    again = False
             except StopIteration as returned:
-                if cancelled is not None:
-                    raise cancelled from None  # it returned instead of honouring it
+                if self._cancelled is not None:
+                    raise self._cancelled from None  # it returned instead of honouring it
                 return returned.value
             except BaseException as exc:
-                if cancelled is not None and exc is not cancelled and isinstance(exc, Exception):
+                cancelled = self._cancelled
+                if cancelled is not None and exc is not cancelled and not isinstance(exc, _EXITS):
                     raise cancelled from exc  # a failed cleanup: the cancellation still wins
                 raise
-            if cancelled is None and (
-                awaited is None
-                or type(awaited) is _FUTURE
-                or getattr(awaited, "_asyncio_future_blocking", None) is None
-            ):
-                try:  # the common case (and what asyncio cannot wait for): the task handles it
+            if self._cancelled is None and not again and not _proxied(awaited):
+                try:  # the common case: the task handles it (and any mistake in it) itself
                     yield awaited
                 except BaseException as exc:  # thrown in by the task
                     throw = exc
-                    if isinstance(exc, asyncio.CancelledError) and self._expired():
-                        cancelled = exc
-                        until = asyncio.get_running_loop().time() + self._grace
+                    self._heard(exc)
                 awaited = _STEP
                 continue
             try:  # a task, a gathering, or any wait within the grace: through our own future
-                ended = yield from _wait_until(awaited, until)
-            except BaseException as exc:  # the task was cancelled while it waited
-                if (
-                    cancelled is None
-                    and isinstance(exc, asyncio.CancelledError)
-                    and self._expired()
-                ):
-                    # ``awaited`` was cancelled in turn, as the task would have done; the body
-                    # goes on waiting for it, within the grace.
-                    cancelled = exc
-                    until = asyncio.get_running_loop().time() + self._grace
-                elif cancelled is not None or not isinstance(exc, asyncio.CancelledError):
-                    throw = exc  # a further cancellation in the grace: the body gets it
-                # (A cancellation of the caller while waiting on a task: as asyncio does, the
-                # task was cancelled in turn and the body goes on waiting for its outcome.)
+                ended = yield from _wait_until(awaited, self._until, again)
+            except BaseException as exc:  # thrown in by the task: a cancellation, as a rule
+                # As the task would: the cancellation goes on to what the body awaits, and
+                # the body sees it in that one's outcome; or, if that has already ended (or
+                # will not be cancelled), the body gets it at once.
+                again = isinstance(exc, asyncio.CancelledError) and _cancel(awaited, exc)
+                if not again:
+                    throw = exc
+                self._heard(exc)
                 continue
             if not ended:
                 _let_go(coro)
+                cancelled = self._cancelled
                 raise cancelled if cancelled is not None else asyncio.CancelledError()
             awaited = _STEP
+
+    def _heard(self, exc: BaseException) -> None:
+        """The task threw ``exc`` in: if it is the limit's cancellation (the first to reach
+        the body), the grace starts."""
+        if self._cancelled is None and isinstance(exc, asyncio.CancelledError) and self._expired():
+            self._cancelled = exc
+            self._until = asyncio.get_running_loop().time() + self._grace
 
 
 #: Stands for "step the body" in :meth:`_Relinquishing.__await__` (what it awaits otherwise).
 _STEP: Final = object()
+#: What a body may raise in its cleanup that still ends the call (the process is ending).
+_EXITS: Final = (KeyboardInterrupt, SystemExit)
 #: The plain future of asyncio's C implementation (or its Python one, if that is what runs).
 _FUTURE: Final = asyncio.Future
 
 
-def _wait_until(awaited: Any, until: float) -> Generator[Any, None, bool]:
+def _proxied(awaited: Any) -> bool:
+    """Whether the task should wait for what the body awaits through a future of tdk's own:
+    a future of this loop that a cancellation might not end (a task, a gathering). Anything
+    else goes to the task as it is: a bare yield, a plain future, and whatever asyncio
+    refuses (a future of another loop, a bare ``yield`` of a future), which the task
+    answers with the error a plain ``await`` gets."""
+    return (
+        type(awaited) is not _FUTURE
+        and getattr(awaited, "_asyncio_future_blocking", None) is True
+        and _of_this_loop(awaited)
+    )
+
+
+def _of_this_loop(future: Any) -> bool:
+    """Whether ``future`` belongs to the running loop (found as asyncio finds it)."""
+    try:
+        get_loop = getattr(future, "get_loop", None)
+        loop = get_loop() if get_loop is not None else getattr(future, "_loop", None)
+    except Exception:  # a future that cannot say: asyncio will not wait for it either
+        return False
+    return loop is asyncio.get_running_loop()
+
+
+def _cancel(awaited: Any, cancellation: asyncio.CancelledError) -> bool:
+    """Pass the task's cancellation on to what the body awaits, with its message, as the
+    task does; whether that took it (False: it had already ended)."""
+    try:
+        return bool(awaited.cancel(msg=cancellation.args[0] if cancellation.args else None))
+    except Exception:  # a future whose cancel() fails cannot carry the cancellation
+        return False
+
+
+def _wait_until(awaited: Any, until: float, again: bool) -> Generator[Any, None, bool]:
     """Wait for what the body awaits, as the task would, but not past ``until`` (loop time;
-    ``inf``: no end); whether it ended in time. A cancellation of the task cancels
-    ``awaited`` (as the task's own would) and is raised."""
+    ``inf``: no end); whether it ended in time. A cancellation of the task is raised (the
+    caller passes it on). ``again``: waiting once more for what was waited for already.
+
+    Only what a task needs of a future is used (``add_done_callback``): a future-like object
+    of the body's own that works with a plain ``await`` works here too."""
     loop = asyncio.get_running_loop()
     if loop.time() >= until:
         return False
     if awaited is None:  # a bare yield (``asyncio.sleep(0)``): the task steps again at once
         yield None
         return True
-    if getattr(awaited, "_asyncio_future_blocking", None) is None:
-        return False  # nothing asyncio could wait for: let go
-    awaited._asyncio_future_blocking = False
-    waiter: asyncio.Future[None] = loop.create_future()
+    if not again:
+        if not (
+            getattr(awaited, "_asyncio_future_blocking", None) is True and _of_this_loop(awaited)
+        ):
+            return False  # nothing asyncio would wait for: let go
+        awaited._asyncio_future_blocking = False
+    waiter: asyncio.Future[bool] = loop.create_future()
 
-    def wake(*_: object) -> None:
+    def ended(_: object) -> None:
         if not waiter.done():
-            waiter.set_result(None)
+            waiter.set_result(True)
 
-    awaited.add_done_callback(wake)
-    timer = loop.call_at(until, wake) if until < math.inf else None
+    def timed_out() -> None:
+        if not waiter.done():
+            waiter.set_result(False)
+
+    future = isinstance(awaited, asyncio.Future)
+    if future:
+        awaited.add_done_callback(ended)
+    else:  # as a task adds its own callback (a late call finds the waiter done)
+        awaited.add_done_callback(ended, context=contextvars.copy_context())
+    timer = loop.call_at(until, timed_out) if until < math.inf else None
     try:
         waiter._asyncio_future_blocking = True  # what a future's __await__ sets for the task
         yield waiter
-    except BaseException:
-        awaited.cancel()  # as the task's own cancellation would have done
-        raise
+        return waiter.result()
     finally:
         if timer is not None:
             timer.cancel()
-        awaited.remove_done_callback(wake)
-    return bool(awaited.done())
+        if future:
+            awaited.remove_done_callback(ended)
 
 
 def _let_go(coro: Coroutine[Any, Any, Any]) -> None:

@@ -1067,7 +1067,8 @@ def _copy_items(value: Iterable[Any], budget: _Budget, depth: int) -> list[Any]:
 
 def _json_key(key: object) -> str:
     """A mapping key as JSON text: a ``str`` as it is, a number as JSON writes it, anything
-    else by its ``str()`` (cut), or its type's name when that fails."""
+    else by its ``str()`` (whole, as a ``str`` key is: the redaction that follows must see
+    every secret in it), or its type's name when that fails."""
     if type(key) is str:
         return key
     cleaned = _json_safe(key, _Budget(), _MAX_DETAILS_DEPTH - 1)  # (a str subclass: plain)
@@ -1076,7 +1077,8 @@ def _json_key(key: object) -> str:
     if cleaned is None or isinstance(cleaned, bool | int | float):
         return str(cleaned)  # as str() has always named them: "1", "True", "None"
     try:
-        return str(key)[:200]
+        text = str(key)
+        return text if type(text) is str else str.__str__(text)  # (a subclass: plain)
     except Exception:
         return f"<{type(key).__name__[:200]}>"
 

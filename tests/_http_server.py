@@ -116,6 +116,19 @@ class Handler(BaseHTTPRequestHandler):
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
         self._answer(500, headers, self.bomb)
 
+    def route_bomb_challenge(self) -> None:
+        """A Digest challenge whose body is a gzip bomb; an answer to it gets a 200. An auth
+        flow answers the challenge, and httpx reads (and decodes) the body of that hop."""
+        if self.headers.get("Authorization", "").startswith("Digest "):
+            self._answer(200, {"Content-Type": "application/json"}, b'{"user": "ann"}')
+            return
+        headers = {
+            "WWW-Authenticate": 'Digest realm="api", nonce="abc123", qop="auth"',
+            "Content-Type": "text/plain",
+            "Content-Encoding": "gzip",
+        }
+        self._answer(401, headers, self.bomb)
+
     def route_big(self) -> None:
         """10 MB of text with no compression: the raw read must stop early."""
         self.send_response_only(400)

@@ -8,7 +8,9 @@ body that swallows cancellation would hang ``asyncio.wait_for`` itself.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -16,13 +18,23 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Final
 
+import anyio
 import httpx
 import pytest
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    WrapSerializer,
+    computed_field,
+    model_serializer,
+)
+from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
 import tdk.http
@@ -587,6 +599,40 @@ def test_run_sync_returns_while_a_body_lingers() -> None:
     assert outcome[0].kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
 
 
+@pytest.mark.parametrize("from_helpers", [False, True], ids=["own-thread", "helper-threads"])
+def test_sync_tools_calling_sync_tools_never_deadlock(from_helpers: bool) -> None:
+    """Sync tools taking every place of tdk's pool at once, each calling another sync tool
+    with ``run_sync()`` (from its own thread, or from threads it starts): every call returns
+    (a thread waiting for the calls it made lends the pool a place)."""
+    from tdk._threads import _POOL
+
+    callers = _POOL.max_workers + 1  # (the event loop's thread, waiting for them, lends one)
+    all_started = threading.Barrier(callers, timeout=10)
+
+    @tool
+    def inner(x: Annotated[int, "A number."]) -> int:
+        """Add one."""
+        return x + 1
+
+    def add_one(x: int) -> int:
+        return int(inner.run_sync({"x": x}).value)
+
+    @tool
+    def outer(x: Annotated[int, "A number."]) -> int:
+        """Add two, through another tool."""
+        all_started.wait()  # every place is taken before any inner call
+        if not from_helpers:
+            return add_one(add_one(x))
+        with concurrent.futures.ThreadPoolExecutor(2) as helpers:
+            return sum(helpers.map(add_one, (x, x))) - x
+
+    async def scenario() -> list[Any]:
+        results = await asyncio.gather(*(outer.run({"x": n}) for n in range(callers)))
+        return [result.value for result in results]
+
+    assert run(scenario(), within=30) == [n + 2 for n in range(callers)]
+
+
 def test_a_body_that_never_started_counts_no_attempt() -> None:
     """A sync call whose time ran out while every thread was busy never runs its body, and
     its result says ``attempts == 0``."""
@@ -608,7 +654,8 @@ def test_a_body_that_never_started_counts_no_attempt() -> None:
         return 1
 
     async def scenario() -> ToolResult:
-        holders = [asyncio.create_task(occupy.run({})) for _ in range(DEFAULT_THREADS)]
+        # every place, the one the loop's thread lends while it waits for them included
+        holders = [asyncio.create_task(occupy.run({})) for _ in range(DEFAULT_THREADS + 1)]
         for _ in holders:
             await asyncio.to_thread(busy.acquire, True, 10)
         result = await late.run({})
@@ -623,6 +670,85 @@ def test_a_body_that_never_started_counts_no_attempt() -> None:
     assert result.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
     assert result.attempts == 0
     assert started == []
+
+
+_ONE_STR_SCHEMA: Final = core_schema.str_schema()
+
+
+class _Code(str):
+    """A string type whose schema is one object, shared wherever the type appears."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return _ONE_STR_SCHEMA
+
+
+def test_a_type_sharing_one_schema_between_its_parts_runs() -> None:
+    """An output type whose parts share one core schema object is defined and runs."""
+
+    @tool
+    def pair() -> tuple[_Code, _Code]:
+        """Return two codes."""
+        return (_Code("a"), _Code("b"))
+
+    assert pair.run_sync({}).value == ["a", "b"]
+
+
+def _claims_str(value: object) -> Any:
+    return Annotated[str, PlainSerializer(lambda _: value, return_type=str)]
+
+
+class _Reading(BaseModel):
+    label: str
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ratio(self) -> str:  # it says str; it is not (a model's own config writes NaN as null)
+        return 10**5000  # type: ignore[return-value]
+
+
+class _Wrapped(BaseModel):
+    label: str
+
+    @model_serializer
+    def dump(self) -> dict[str, str]:
+        return {"label": 10**5000}  # type: ignore[dict-item]
+
+
+class _Labelled(BaseModel):
+    label: _claims_str(10**5000)  # type: ignore[valid-type]
+    note: str
+
+
+@pytest.mark.parametrize(
+    "returns",
+    [
+        pytest.param(_claims_str(math.inf), id="plain-serializer-infinity"),
+        pytest.param(_claims_str(10**5000), id="plain-serializer-huge-int"),
+        pytest.param(
+            Annotated[str, WrapSerializer(lambda v, h: math.nan, return_type=str)],
+            id="wrap-serializer-nan",
+        ),
+        pytest.param(_Reading, id="computed-field"),
+        pytest.param(_Wrapped, id="model-serializer"),
+        pytest.param(_Labelled, id="nested-in-a-model"),
+    ],
+)
+def test_a_serializer_returning_what_json_cannot_carry_is_bad_output(returns: Any) -> None:
+    """Code of the output type's own that returns a number its declared type (a string)
+    does not allow, and JSON cannot carry: a bad output, never a result that breaks
+    ``json.dumps`` or ``repr``."""
+
+    def body() -> Any:
+        """Return a value."""
+        return {"label": "a", "note": "b"} if isinstance(returns, type) else "a"
+
+    body.__annotations__["return"] = returns
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydantic says the serializer returned a float
+        result = tool(body).run_sync({})
+    assert result.error.kind is ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE
+    json.dumps(result.to_dict(), allow_nan=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -813,6 +939,54 @@ def test_odd_details_are_copied_as_json() -> None:
     assert len(details["many"]) <= 10_000  # one budget for the whole of details
     assert details["many"]["..."] == "<cut: too many values>"
     assert details["<_Pair>"] == "pair"
+
+
+def test_a_secret_in_a_long_key_of_details_is_redacted_whole() -> None:
+    """A context secret in the text of a non-string key of details, past its 200th
+    character, is redacted whole (the key is not cut before the redaction sees it)."""
+    secret = "tok-4f9a1c7e2b8d6a3f0e5c"
+
+    @tool
+    def raises(context: ToolContext) -> int:
+        """Raise with a long tuple key."""
+        raise RetryableToolError("Try again.", details={("x" * 190, secret): "value"})
+
+    error = run(raises.run({}, context=ToolContext(secrets={"api": secret}))).error
+    assert error is not None
+    (key,) = error.details
+    assert secret[:4] not in key
+    assert secret[-4:] not in key
+    assert "[REDACTED]" in key
+
+
+def test_a_group_of_thousands_of_types_names_a_few() -> None:
+    """An exception group of 20,000 types (with 64 KB names) gives a short message."""
+
+    def many() -> list[Exception]:
+        return [type(f"E{n}" + "x" * 65_536, (Exception,), {})() for n in range(20_000)]
+
+    @tool
+    def fails() -> int:
+        """Fail in many ways."""
+        raise ExceptionGroup("many", many())
+
+    error = run(fails.run({})).error
+    assert error is not None
+    assert error.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert len(error.message) < 2_000
+    assert error.message.endswith("and 19990 other types).")
+    assert len(error.details["exceptions"]) == 10
+
+
+def test_thousands_of_exception_types_keep_the_type_table_small() -> None:
+    """Mapping exceptions of ever new types (classes made on the fly) remembers at most a
+    bounded number of them."""
+    from tdk._classify import _MAX_REMEMBERED_TYPES, _ROW_OF_TYPE, to_tool_error
+
+    for n in range(_MAX_REMEMBERED_TYPES + 10):
+        error = to_tool_error(type(f"Made{n}", (LookupError,), {})())
+        assert error.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert len(_ROW_OF_TYPE) <= _MAX_REMEMBERED_TYPES
 
 
 def test_a_malformed_error_says_which_fields() -> None:
@@ -1109,6 +1283,308 @@ def test_cancelling_the_caller_cancels_the_task_its_body_waits_on() -> None:
 
     run(scenario())
     assert child_cancelled == [True]
+
+
+@pytest.mark.parametrize("limit", [None, 30.0], ids=["no-limit", "limited"])
+def test_a_cancellation_arriving_as_the_awaited_task_ends_reaches_the_body(
+    limit: float | None,
+) -> None:
+    """The caller is cancelled in the loop iteration in which the task its body awaits ends:
+    as with a plain ``await``, the body gets the CancelledError, not the task's result."""
+    went_on: list[bool] = []
+
+    async def quick() -> int:
+        await asyncio.sleep(0.01)
+        return 42
+
+    async def scenario() -> None:
+        inner = asyncio.create_task(quick())
+
+        async def waits() -> int:
+            """Await a task, then go on."""
+            value = await inner
+            went_on.append(True)
+            return value
+
+        body = tool(waits) if limit is None else tool(timeout=limit)(waits)
+        call = asyncio.create_task(body.run({}))
+        inner.add_done_callback(lambda _: call.cancel())  # runs before the body wakes
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    run(scenario())
+    assert went_on == []
+
+
+def test_an_anyio_cancel_scope_in_the_body_ends_its_wait_on_a_task() -> None:
+    """An anyio scope (which cancels its task again on every loop iteration until the scope
+    is left) around ``await task`` in a limited body ends the wait at the scope's deadline,
+    and the body returns its value."""
+
+    @tool(timeout=30.0)
+    async def gives_up() -> int:
+        """Give up on a slow task after 10 ms."""
+        with anyio.move_on_after(0.01):
+            await asyncio.create_task(asyncio.sleep(30))
+        return 6
+
+    result = run(gives_up.run({}))
+    assert (result.is_success, result.value) == (True, 6)
+
+
+def test_a_callers_anyio_cancel_scope_ends_a_limited_call() -> None:
+    """An anyio-based host (the MCP SDK, Starlette) cancels a limited call whose body awaits a
+    task: the call ends at the host's deadline, not at the tool's limit."""
+
+    @tool(timeout=30.0)
+    async def slow() -> int:
+        """Await a slow task."""
+        await asyncio.create_task(asyncio.sleep(30))
+        return 1
+
+    async def scenario() -> bool:
+        with anyio.move_on_after(0.01) as scope:
+            await slow.run({})
+        return scope.cancelled_caught
+
+    assert run(scenario()) is True
+
+
+class _BareYield:
+    """Yields a task without ``await``: the mistake asyncio reports at once."""
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+
+    def __await__(self) -> Any:
+        yield self.task
+
+
+async def _idle() -> None:
+    await asyncio.sleep(0.01)
+
+
+def _foreign_task() -> Any:
+    other = asyncio.new_event_loop()  # never runs: its task never ends
+    try:
+        return other.create_task(_idle())
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize(
+    "awaited",
+    [
+        pytest.param(_foreign_task, id="a-task-of-another-loop"),
+        pytest.param(lambda: _BareYield(asyncio.create_task(_idle())), id="a-bare-yield"),
+    ],
+)
+@pytest.mark.parametrize("limit", [None, 30.0], ids=["no-limit", "limited"])
+def test_what_asyncio_refuses_to_wait_for_fails_at_once_under_a_limit(
+    awaited: Callable[[], Any], limit: float | None
+) -> None:
+    """A body awaiting what asyncio will not wait for gets asyncio's RuntimeError at once,
+    limited or not (not a wait for the whole limit)."""
+
+    async def mistaken() -> int:
+        """Await something asyncio will not wait for."""
+        await asyncio.sleep(0)
+        return int(await awaited())
+
+    body = tool(mistaken) if limit is None else tool(timeout=limit)(mistaken)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the foreign coroutine is never awaited
+        result = run(body.run({}))
+        gc.collect()
+    assert result.error.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert result.error.cause == "RuntimeError"
+
+
+def test_a_body_waiting_again_after_passing_a_cancellation_on_sees_it() -> None:
+    """The limit cancels a body waiting on a task that takes the cancellation: the body
+    sees it in the task's outcome and may carry on (within the grace)."""
+    seen: list[str] = []
+
+    async def child() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("child")
+            raise
+
+    @tool(timeout=0.05)
+    async def waits() -> int:
+        """Await a child; carry on when it is cancelled."""
+        try:
+            await asyncio.create_task(child())
+        except asyncio.CancelledError:
+            seen.append("body")
+        return 1
+
+    result = run(waits.run({}))
+    assert result.error.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert seen == ["child", "body"]
+
+
+class _Duck:
+    """The least a future must offer for a task to wait on it (what a plain ``await`` needs):
+    no ``done()``, no ``remove_done_callback()``."""
+
+    _asyncio_future_blocking = False
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, after: float) -> None:
+        self._loop = loop
+        self._callbacks: list[Any] = []
+        self._done = False
+        loop.call_later(after, self._finish)
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def _finish(self) -> None:
+        self._done = True
+        for callback in self._callbacks:
+            self._loop.call_soon(callback, self)
+
+    def add_done_callback(self, callback: Any, *, context: Any = None) -> None:
+        self._callbacks.append(callback)
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
+
+    def result(self) -> int:
+        return 7
+
+    def __await__(self) -> Any:
+        if not self._done:
+            self._asyncio_future_blocking = True
+            yield self
+        return self.result()
+
+
+class _DuckThatCannotCancel(_Duck):
+    def cancel(self, msg: Any = None) -> bool:
+        raise RuntimeError("cannot cancel")
+
+
+class _DuckWithoutALoop(_Duck):
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        raise RuntimeError("no loop")
+
+
+def test_cancelling_a_call_waiting_on_a_future_that_cannot_cancel() -> None:
+    """The caller of a limited body waiting on a future-like object whose ``cancel()`` fails
+    is cancelled all the same: the body gets the cancellation at once."""
+    waiting = asyncio.Event()
+
+    @tool(timeout=30.0)
+    async def waits() -> int:
+        """Await a future that cannot be cancelled."""
+        loop = asyncio.get_running_loop()
+        loop.call_soon(waiting.set)
+        return int(await _DuckThatCannotCancel(loop, 30))
+
+    async def scenario() -> None:
+        call = asyncio.create_task(waits.run({}))
+        await waiting.wait()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    run(scenario())
+
+
+def test_a_future_that_cannot_name_its_loop_in_the_grace_is_let_go_of() -> None:
+    """In the grace, a body waiting on a future-like object that cannot say its loop is let
+    go of at once (asyncio would not wait for it either)."""
+
+    @tool(timeout=0.05)
+    async def cleans_up() -> int:
+        """Wait on an odd future in cleanup."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await _DuckWithoutALoop(asyncio.get_running_loop(), 30)
+        return 1
+
+    result = run(cleans_up.run({}))
+    assert result.error.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+@pytest.mark.parametrize("limit", [None, 30.0, 0.05], ids=["no-limit", "limited", "in-grace"])
+def test_a_future_like_object_of_the_bodys_own_works_under_a_limit(limit: float | None) -> None:
+    """A future-like object that works with a plain ``await`` works under a limit too, and
+    in the grace after it (when the body waits for it again to clean up)."""
+
+    async def waits() -> int:
+        """Await a duck-typed future (again after a cancellation)."""
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.sleep(0.2 if limit == 0.05 else 0)
+        except asyncio.CancelledError:
+            await _Duck(loop, 0.01)  # cleanup within the grace
+            raise
+        return int(await _Duck(loop, 0.01))
+
+    body = tool(waits) if limit is None else tool(timeout=limit)(waits)
+    result = run(body.run({}))
+    if limit == 0.05:
+        assert result.error.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    else:
+        assert (result.is_success, result.value) == (True, 7)
+
+
+class _Abort(BaseException):
+    """Neither an Exception nor an exit."""
+
+
+@pytest.mark.parametrize("raised", [RuntimeError, _Abort, GeneratorExit], ids=lambda t: t.__name__)
+def test_a_cleanup_raising_anything_after_the_limit_is_a_timeout(
+    raised: type[BaseException],
+) -> None:
+    """A body whose cleanup raises after its limit cancelled it returns a timeout, whatever
+    the cleanup raised (but an interrupt or an exit, which end the process)."""
+
+    @tool(timeout=0.05)
+    async def fails_to_clean_up() -> int:
+        """Fail in cleanup."""
+        try:
+            await asyncio.sleep(10)
+        finally:
+            raise raised("cleanup failed")
+
+    result = run(fails_to_clean_up.run({}))
+    assert result.error.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def test_a_body_stopping_the_loop_of_run_sync_still_gets_a_result() -> None:
+    """A body that stops the loop ``run_sync()`` runs it in (``loop.stop()``): the call goes
+    on to its end and returns a result (it does not raise)."""
+
+    @tool(timeout=5)
+    async def stopper() -> int:
+        """Stop the loop it runs on."""
+        asyncio.get_running_loop().stop()
+        await asyncio.sleep(0.01)
+        asyncio.get_running_loop().stop()
+        return 1
+
+    result = _run_sync_within(stopper)
+    assert (result.is_success, result.value) == (True, 1)
+
+
+def test_tdks_own_loop_refuses_to_run_inside_another() -> None:
+    """tdk's loop, asked to run inside a running loop, raises at once (it never spins)."""
+    from tdk._loop import run_in_new_loop
+
+    async def inner() -> int:
+        return 1
+
+    async def scenario() -> None:
+        with pytest.raises(RuntimeError, match="inside a running one"):
+            run_in_new_loop(inner())
+
+    run(scenario())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1439,15 +1915,31 @@ class _Unclassifiable:
         raise RuntimeError("no headers")
 
 
+class _FailingHeaders:
+    def get(self, *args: Any) -> Any:
+        raise RuntimeError("no header")
+
+
+class _OddHeaders:
+    """A response-like object whose headers fail when read."""
+
+    status_code = 503
+    headers = _FailingHeaders()
+
+
 @pytest.mark.parametrize(
-    "response",
+    ("response", "expected"),
     [
-        pytest.param(_StatusRaises(), id="status-raises"),
-        pytest.param(_BoolStatus(), id="status-a-bool"),
-        pytest.param(_Unclassifiable(), id="headers-raise"),
+        pytest.param(_StatusRaises(), "UpstreamError", id="status-raises"),
+        pytest.param(_BoolStatus(), "UpstreamError", id="status-a-bool"),
+        pytest.param(_Unclassifiable(), "UpstreamError", id="headers-raise"),
+        # (its status is readable: the hook's classification falls back to it)
+        pytest.param(_OddHeaders(), "UpstreamServerError", id="header-reads-fail"),
     ],
 )
-def test_raise_for_status_with_an_odd_response_is_an_upstream_error(response: Any) -> None:
+def test_raise_for_status_with_an_odd_response_is_an_upstream_error(
+    response: Any, expected: str
+) -> None:
     """``HTTPStatusError`` carrying a response that cannot be read is still an upstream error."""
 
     @tool
@@ -1459,7 +1951,7 @@ def test_raise_for_status_with_an_odd_response_is_an_upstream_error(response: An
 
     result = run(raises.run({}))
     assert result.error is not None
-    assert result.error.error == "UpstreamError"
+    assert result.error.error == expected
     json.dumps(result.to_dict())
 
 

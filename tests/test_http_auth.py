@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import zlib
 from collections.abc import AsyncGenerator, Generator, Iterator
 from typing import Any
 
@@ -255,3 +256,174 @@ def test_a_dripping_challenge_an_auth_flow_answers_is_read_within_bounds(
         return type(caught.value).__name__
 
     assert _within(8, call) == "UpstreamAuthError"
+
+
+# ---------------------------------------------------------------------------------------------
+# What httpx decodes of a challenge hop
+
+
+def _gzip(data: bytes, wbits: int = 31) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    return packer.compress(data) + packer.flush()
+
+
+ZEROS = b"\0" * (20 * 1024 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "kept"),
+    [
+        pytest.param("gzip", _gzip(ZEROS), 4096, id="gzip-bomb"),
+        pytest.param("deflate", _gzip(ZEROS, zlib.MAX_WBITS), 4096, id="deflate-bomb"),
+        pytest.param("deflate", _gzip(ZEROS, -zlib.MAX_WBITS), 4096, id="raw-deflate-bomb"),
+        pytest.param("gzip, gzip", _gzip(_gzip(ZEROS)), 0, id="two-layers-left-out"),
+        pytest.param("br", b"\x1b" * 100, 0, id="brotli-left-out"),
+        pytest.param("identity", b"x" * 100_000, 4096, id="plain-text-cut"),
+        pytest.param("gzip", _gzip(b"Unauthorized"), 12, id="small-gzip-whole"),
+        pytest.param("gzip", b"not gzip at all", 0, id="corrupt-gzip-left-out"),
+    ],
+)
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_httpx_never_decodes_more_of_a_challenge_hop_than_the_bound(
+    encoding: str, body: bytes, kept: int, flavour: str
+) -> None:
+    """The body of a hop that an auth flow answers is cut where its decoding would pass
+    ``max_body_bytes`` (a bomb of 20 MB never inflates); a body in an encoding tdk does not
+    decode within bounds is left out; the flow still gets its answer."""
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if request.headers.get("Authorization", "").startswith("Digest "):
+            return httpx.Response(200, json={"user": "ann"})
+        headers = {
+            "WWW-Authenticate": 'Digest realm="api", nonce="abc123", qop="auth"',
+            "Content-Encoding": encoding,
+        }
+        # a stream, as from the network (content= would be decoded by the mock itself)
+        return httpx.Response(401, headers=headers, stream=httpx.ByteStream(body))
+
+    auth = httpx.DigestAuth("ann", "pw")
+    if flavour == "sync":
+        with sync_client(api, max_body_bytes=4096) as client:
+            response = client.get(URL, auth=auth)
+    else:
+
+        async def get() -> httpx.Response:
+            async with async_client(api, max_body_bytes=4096) as client:
+                return await client.get(URL, auth=auth)
+
+        response = asyncio.run(get())
+    assert response.json() == {"user": "ann"}
+    (hop,) = response.history
+    assert len(hop.content) <= kept + 1500  # (what one input byte of zlib holds: ~1 KB)
+    assert len(hop.content) >= min(kept, 12)
+
+
+def test_a_hook_called_by_hand_inside_an_installed_send_classifies() -> None:
+    """A hook called by hand on a response without a request, within an installed send (an
+    auth flow checking a response of its own making), classifies it as usual."""
+    seen: list[str] = []
+
+    class Checks(httpx.Auth):
+        def auth_flow(
+            self, request: httpx.Request
+        ) -> Generator[httpx.Request, httpx.Response, None]:
+            try:
+                tdk.http.raise_for_upstream(httpx.Response(401))
+            except UpstreamAuthError:
+                seen.append("raised")
+            yield request
+
+    with sync_client(lambda request: httpx.Response(200, json={})) as client:
+        client.get(URL, auth=Checks())
+    assert seen == ["raised"]
+
+
+def test_a_bomb_in_a_challenge_hop_from_a_real_server_stays_small(base_url: str) -> None:
+    """The same over a real connection: a 50 MB gzip bomb in a Digest challenge."""
+
+    def call() -> tuple[int, int]:
+        with tdk.http.install(httpx.Client(timeout=10)) as client:
+            response = client.get(f"{base_url}/bomb_challenge", auth=httpx.DigestAuth("ann", "pw"))
+            return response.status_code, len(response.history[0].content)
+
+    status, hop_bytes = _within(20, call)
+    assert status == 200
+    assert 0 < hop_bytes <= 65_536 + 1500
+
+
+# ---------------------------------------------------------------------------------------------
+# Another client called during an installed send
+
+
+class TokenFromAnotherClient(httpx.Auth):
+    """An auth flow that fetches its token with a client of its own (the usual OAuth way)."""
+
+    def __init__(self, token_client: Any) -> None:
+        self.token_client = token_client
+
+    def sync_auth_flow(
+        self, request: httpx.Request
+    ) -> Generator[httpx.Request, httpx.Response, None]:
+        token = self.token_client.post("https://auth.example.com/token").json()["token"]
+        request.headers["Authorization"] = f"Bearer {token}"
+        yield request
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        response = await self.token_client.post("https://auth.example.com/token")
+        request.headers["Authorization"] = f"Bearer {response.json()['token']}"
+        yield request
+
+
+def token_endpoint(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(401, json={"error": "invalid_client"})
+
+
+@pytest.mark.parametrize("token_client_installed", [False, True], ids=["hand-hooked", "installed"])
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_401_of_another_client_inside_an_installed_send_raises(
+    flavour: str, token_client_installed: bool
+) -> None:
+    """A client called from an installed client's auth flow keeps its own hook's behaviour:
+    its 401 raises there (it is not a hop of the installed client's flow)."""
+    if flavour == "sync":
+        token_client = httpx.Client(transport=httpx.MockTransport(token_endpoint))
+        if token_client_installed:
+            tdk.http.install(token_client)
+        else:
+            token_client.event_hooks = {"response": [tdk.http.raise_for_upstream]}
+        auth = TokenFromAnotherClient(token_client)
+        with sync_client(digest_api) as client, pytest.raises(UpstreamAuthError) as caught:
+            client.get(URL, auth=auth)
+    else:
+
+        async def get() -> None:
+            token_client = httpx.AsyncClient(transport=httpx.MockTransport(token_endpoint))
+            if token_client_installed:
+                tdk.http.install(token_client)
+            else:
+                token_client.event_hooks = {"response": [tdk.http.araise_for_upstream]}
+            async with async_client(digest_api) as client:
+                await client.get(URL, auth=TokenFromAnotherClient(token_client))
+
+        with pytest.raises(UpstreamAuthError) as caught:
+            asyncio.run(get())
+    assert caught.value.details["url"] == "https://auth.example.com/token"
+
+
+def test_requests_keep_no_mark_of_an_installed_send() -> None:
+    """What the installed send puts in a request's extensions is gone once it returns, from
+    the request and from the redirects httpx made of it."""
+
+    def moved(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/old":
+            return httpx.Response(302, headers={"Location": "/new"})
+        return httpx.Response(200, json={})
+
+    with sync_client(moved) as client:
+        request = client.build_request("GET", "https://api.example.com/old")
+        response = client.send(request, follow_redirects=True)
+    hops = (*response.history, response)
+    assert [set(hop.request.extensions) for hop in hops] == [{"timeout"}, {"timeout"}]
+    assert set(request.extensions) == {"timeout"}

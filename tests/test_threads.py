@@ -4,11 +4,13 @@ and the surplus they leave goes away."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -78,9 +80,11 @@ def test_past_the_lingering_bound_new_work_waits() -> None:
     release = threading.Event()
 
     async def scenario() -> None:
-        stuck = pool.submit(lambda: release.wait(30))
-        _wait_until(lambda: stuck.state is RUNNING)
-        stuck.abandon()
+        # two: while it waits, this thread lends the pool a place
+        stuck = [pool.submit(lambda: release.wait(30)) for _ in range(2)]
+        _wait_until(lambda: all(job.state is RUNNING for job in stuck))
+        for job in stuck:
+            job.abandon()
         queued = pool.submit(lambda: 7)
         await asyncio.sleep(0.05)
         assert not queued.future.done()
@@ -129,7 +133,123 @@ def test_a_body_outliving_its_loop_is_harmless() -> None:
     asyncio.run(scenario())
     release.set()
     assert finished.wait(10)
-    _wait_until(lambda: pool.stats() == {"threads": 1, "lingering": 0})
+    _wait_until(lambda: pool.stats() == {"threads": 1, "lingering": 0, "waiting": 0})
+
+
+@pytest.mark.parametrize("depth", [1, 3], ids=["one-level", "three-levels"])
+def test_bodies_waiting_for_the_jobs_they_submit_never_fill_the_pool(depth: int) -> None:
+    """Bodies that submit jobs and wait for them (a sync tool calling ``run_sync()``) do not
+    count while they wait: with every thread of the pool taken by such a body, the jobs they
+    wait for still run, however deep the calls go."""
+    pool = WorkerThreads(max_workers=2)
+    all_started = threading.Barrier(2, timeout=10)
+
+    def call(level: int) -> int:
+        if level == depth:
+            return 1
+
+        async def nested() -> int:
+            job = pool.submit(lambda: call(level + 1))
+            await asyncio.wait_for(job.future, 20)
+            return int(job.outcome()) + 1
+
+        if level == 0:
+            all_started.wait()  # both threads are taken before either submits
+        return asyncio.run(nested())
+
+    async def scenario() -> list[int]:
+        jobs = [pool.submit(lambda: call(0)) for _ in range(2)]
+        await asyncio.wait_for(asyncio.gather(*(job.future for job in jobs)), 20)
+        return [job.outcome() for job in jobs]
+
+    assert asyncio.run(scenario()) == [depth + 1, depth + 1]
+    _wait_until(lambda: pool.stats() == {"threads": 2, "lingering": 0, "waiting": 0})
+
+
+def test_a_nested_job_given_up_stops_its_body_waiting() -> None:
+    """A body that stops waiting for the job it submitted (a time limit) counts again."""
+    pool = WorkerThreads(max_workers=1)
+    release = threading.Event()
+
+    def outer() -> dict[str, int]:
+        async def nested() -> None:
+            job = pool.submit(lambda: release.wait(30))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(job.future, 0.05)
+
+        asyncio.run(nested())
+        return pool.stats()
+
+    async def scenario() -> dict[str, int]:
+        job = pool.submit(outer)
+        await asyncio.wait_for(job.future, 20)
+        return dict(job.outcome())
+
+    try:
+        # (the loop's thread still waits for the outer job)
+        assert asyncio.run(scenario()) == {"threads": 2, "lingering": 1, "waiting": 1}
+    finally:
+        release.set()
+    _wait_until(lambda: pool.stats() == {"threads": 1, "lingering": 0, "waiting": 0})
+
+
+def test_a_body_waiting_for_several_jobs_at_once_counts_once() -> None:
+    """A body gathering several jobs of its own does not count while it waits for any."""
+    pool = WorkerThreads(max_workers=1)
+
+    def outer() -> list[int]:
+        async def nested() -> list[int]:
+            jobs = [pool.submit(lambda n=n: n) for n in range(3)]
+            await asyncio.wait_for(asyncio.gather(*(job.future for job in jobs)), 20)
+            return [job.outcome() for job in jobs]
+
+        return asyncio.run(nested())
+
+    async def scenario() -> Any:
+        job = pool.submit(outer)
+        await asyncio.wait_for(job.future, 20)
+        return job.outcome()
+
+    assert asyncio.run(scenario()) == [0, 1, 2]
+    _wait_until(lambda: pool.stats() == {"threads": 1, "lingering": 0, "waiting": 0})
+
+
+def test_a_body_leaving_a_job_it_submitted_behind_counts_again() -> None:
+    """A body that submits a job and ends without waiting for it (its loop closes first)
+    counts again once it has ended; the job still runs."""
+    pool = WorkerThreads(max_workers=1)
+    ran = threading.Event()
+
+    def outer() -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(_submit(pool, ran.set))
+        finally:
+            loop.close()
+
+    async def scenario() -> None:
+        job = pool.submit(outer)
+        await asyncio.wait_for(job.future, 20)
+        job.outcome()
+
+    asyncio.run(scenario())
+    assert ran.wait(10)
+    _wait_until(lambda: pool.stats()["waiting"] == 0)
+
+
+async def _submit(pool: WorkerThreads, call: Any) -> None:
+    pool.submit(call)
+
+
+def test_run_in_new_loop_raises_what_the_call_raises() -> None:
+    """tdk's loop hands back the call's own RuntimeError (it is not a stopped loop)."""
+    from tdk._loop import run_in_new_loop
+
+    async def fails() -> None:
+        raise RuntimeError("the call's own")
+
+    with pytest.raises(RuntimeError, match="the call's own"):
+        run_in_new_loop(fails())
 
 
 def test_a_forked_child_runs_sync_tools() -> None:

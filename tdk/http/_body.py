@@ -111,7 +111,7 @@ EMPTY: Final = UpstreamBody()
 class _Inflater:
     """Decode one content encoding into at most ``limit`` bytes."""
 
-    __slots__ = ("_decoder", "_limit", "_retry_raw", "out")
+    __slots__ = ("_decoder", "_limit", "_retry_raw", "consumed", "out")
 
     def __init__(self, encoding: str, limit: int) -> None:
         self._limit = limit
@@ -120,23 +120,29 @@ class _Inflater:
         # "deflate" should be zlib-wrapped, but some servers send it raw (httpx retries too)
         self._retry_raw = encoding == "deflate"
         self.out = bytearray()
+        self.consumed = 0
+        """How many bytes of the last ``data`` fed were decoded (the rest would overflow)."""
 
     def feed(self, data: bytes) -> bool:
         """Decode ``data``; True once the output is full, the stream ended, or it is corrupt."""
         room = self._limit - len(self.out)
-        if room <= 0:  # zlib reads max_length=0 as "no limit": never ask for that
+        if room <= 0:  # pragma: no cover (callers stop once it is full; zlib would read
+            self.consumed = 0  # max_length=0 as "no limit": never ask for that)
             return True
         if self._decoder is None:
             self.out += data[:room]
+            self.consumed = min(len(data), room)
             return len(self.out) >= self._limit
         try:
             self.out += self._decoder.decompress(data, room)
         except zlib.error:
+            self.consumed = 0
             if not self._retry_raw:
                 return True  # corrupt: keep what was decoded so far
             self._retry_raw = False
             self._decoder = zlib.decompressobj(-zlib.MAX_WBITS)
             return self.feed(data)
+        self.consumed = len(data) - len(self._decoder.unconsumed_tail)
         self._retry_raw = False  # the format was right; a later error is corruption
         return len(self.out) >= self._limit or self._decoder.eof
 
@@ -166,23 +172,28 @@ def _unread(response: httpx.Response) -> bool:
 
 
 class _BoundedStream(httpx.SyncByteStream):
-    """A response stream that ends after ``limit`` raw bytes or ``seconds`` (checked between
-    chunks): what httpx reads of a challenge hop that an auth flow answers."""
+    """A response stream that ends once what it passed on would decode to more than ``limit``
+    bytes, or after ``seconds`` (checked between chunks): what httpx reads, and decodes, of a
+    challenge hop that an auth flow answers. ``inflater`` decodes alongside httpx, to know
+    where to stop; None (an encoding tdk cannot decode within bounds): nothing is passed on."""
 
-    def __init__(self, inner: httpx.SyncByteStream, limit: int, seconds: float) -> None:
+    def __init__(
+        self, inner: httpx.SyncByteStream, inflater: _Inflater | None, seconds: float
+    ) -> None:
         self._inner = inner
-        self._limit = limit
+        self._inflater = inflater
         self._seconds = seconds
 
     def __iter__(self) -> Generator[bytes, None, None]:
-        taken = 0
+        inflater = self._inflater
+        if inflater is None:
+            return
         deadline = time.monotonic() + self._seconds
         for chunk in self._inner:
-            piece = chunk[: self._limit - taken]
-            taken += len(piece)
-            if piece:
-                yield piece
-            if taken >= self._limit or time.monotonic() >= deadline:
+            full = inflater.feed(chunk)
+            if inflater.consumed:
+                yield chunk[: inflater.consumed]
+            if full or time.monotonic() >= deadline:
                 return
 
     def close(self) -> None:
@@ -192,20 +203,23 @@ class _BoundedStream(httpx.SyncByteStream):
 class _AsyncBoundedStream(httpx.AsyncByteStream):
     """The async twin of :class:`_BoundedStream`."""
 
-    def __init__(self, inner: httpx.AsyncByteStream, limit: int, seconds: float) -> None:
+    def __init__(
+        self, inner: httpx.AsyncByteStream, inflater: _Inflater | None, seconds: float
+    ) -> None:
         self._inner = inner
-        self._limit = limit
+        self._inflater = inflater
         self._seconds = seconds
 
     async def __aiter__(self) -> AsyncGenerator[bytes, None]:
-        taken = 0
+        inflater = self._inflater
+        if inflater is None:
+            return
         deadline = time.monotonic() + self._seconds
         async for chunk in self._inner:
-            piece = chunk[: self._limit - taken]
-            taken += len(piece)
-            if piece:
-                yield piece
-            if taken >= self._limit or time.monotonic() >= deadline:
+            full = inflater.feed(chunk)
+            if inflater.consumed:
+                yield chunk[: inflater.consumed]
+            if full or time.monotonic() >= deadline:
                 return
 
     async def aclose(self) -> None:
@@ -216,12 +230,18 @@ def bound_stream(
     response: httpx.Response, limit: int, seconds: float, *, asynchronous: bool
 ) -> None:
     """Make whatever reads ``response`` from now on (httpx itself, for an auth flow's hop) stop
-    after ``limit`` raw bytes or ``seconds``. Only httpx's own stream types are wrapped."""
+    after ``seconds``, and before the body decodes to more than about ``limit`` bytes: a
+    compressed body is cut where its decoding would pass the limit (give or take a kilobyte:
+    the last input byte zlib reads may hold a few 258-byte copies), so that httpx's own
+    decoders never inflate a bomb. A body in an encoding tdk does not decode (several
+    layers, brotli, zstd) is left out. Only httpx's own stream types are wrapped."""
     stream = response.stream
+    encoding = supported_encoding(response)
+    inflater = None if encoding is None else _Inflater(encoding, limit)
     if asynchronous and isinstance(stream, httpx.AsyncByteStream):
-        response.stream = _AsyncBoundedStream(stream, limit, seconds)
+        response.stream = _AsyncBoundedStream(stream, inflater, seconds)
     elif not asynchronous and isinstance(stream, httpx.SyncByteStream):
-        response.stream = _BoundedStream(stream, limit, seconds)
+        response.stream = _BoundedStream(stream, inflater, seconds)
 
 
 def read_bounded(

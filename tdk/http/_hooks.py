@@ -48,9 +48,13 @@ EventHook = Callable[..., Any]
 
 #: Statuses that ask for credentials, which an auth flow may answer with a second request.
 CHALLENGES: Final = frozenset({401, 407})
-#: True while the ``send`` of a client tdk is installed on runs (in this context): the hook
-#: leaves challenges to it, and 2xx bodies too (it knows whether the caller streams them).
-_SENDING: ContextVar[bool] = ContextVar("tdk_sending", default=False)
+#: The send in progress (in this context) of a client tdk is installed on: a marker that the
+#: send also puts in its request's extensions, which httpx copies to every redirect. The hook
+#: leaves challenges to that send, and 2xx bodies too (it knows whether the caller streams
+#: them), for responses to the requests it marked only: another client called meanwhile (a
+#: token fetched in an auth flow) keeps the hook's plain behaviour.
+_SENDING: ContextVar[object | None] = ContextVar("tdk_sending", default=None)
+_MARK: Final = "tdk.installed_send"
 
 
 class HookedClient(Protocol):
@@ -112,11 +116,15 @@ class UpstreamHook:
         100-599); let every other response pass untouched."""
         status = response.status_code
         if 100 <= status < 400:
-            if self.check_body is not None and _checked_success(response) and not _SENDING.get():
+            if (
+                self.check_body is not None
+                and _checked_success(response)
+                and not _sent_by_installed(response)
+            ):
                 response.read()  # a hook added by hand: httpx is about to read it anyway
                 self._check_success(response)
             return
-        if status in CHALLENGES and _SENDING.get():
+        if status in CHALLENGES and _sent_by_installed(response):
             # An auth flow may answer it (httpx then reads its body, within our bounds); the
             # installed send classifies the last response.
             bound_stream(response, self.max_body_bytes, self.max_body_seconds, asynchronous=False)
@@ -130,11 +138,15 @@ class UpstreamHook:
         :meth:`raise_for_upstream`."""
         status = response.status_code
         if 100 <= status < 400:
-            if self.check_body is not None and _checked_success(response) and not _SENDING.get():
+            if (
+                self.check_body is not None
+                and _checked_success(response)
+                and not _sent_by_installed(response)
+            ):
                 await response.aread()
                 self._check_success(response)
             return
-        if status in CHALLENGES and _SENDING.get():
+        if status in CHALLENGES and _sent_by_installed(response):
             bound_stream(response, self.max_body_bytes, self.max_body_seconds, asynchronous=True)
             return
         body = await aread_bounded(response, self.max_body_bytes, self.max_body_seconds)
@@ -226,14 +238,15 @@ class _InstalledSend:
     def __call__(
         self, request: httpx.Request, *, stream: bool = False, **options: Any
     ) -> httpx.Response:
-        token = _SENDING.set(True)
+        token = _mark(request)
         secrets = _logged_secrets(request)
         try:
             response: httpx.Response = self.send(request, stream=True, **options)
         finally:
-            _SENDING.reset(token)
+            _unmark(request, token)
             if secrets is not None:
                 end_call_secrets(secrets)
+        _unmark_redirects(response)
         if response.status_code in CHALLENGES:  # no auth flow answered it
             self.hook.raise_for_upstream(response)
         if not stream:
@@ -260,14 +273,15 @@ class _AsyncInstalledSend(_InstalledSend):
     async def _send(
         self, request: httpx.Request, stream: bool, options: dict[str, Any]
     ) -> httpx.Response:
-        token = _SENDING.set(True)
+        token = _mark(request)
         secrets = _logged_secrets(request)
         try:
             response: httpx.Response = await self.send(request, stream=True, **options)
         finally:
-            _SENDING.reset(token)
+            _unmark(request, token)
             if secrets is not None:
                 end_call_secrets(secrets)
+        _unmark_redirects(response)
         if response.status_code in CHALLENGES:
             await self.hook.araise_for_upstream(response)
         if not stream:
@@ -279,6 +293,36 @@ class _AsyncInstalledSend(_InstalledSend):
                 await response.aclose()
                 raise
         return response
+
+
+def _mark(request: httpx.Request) -> Token[object | None]:
+    """Mark ``request`` (and so its redirects) as sent by the installed send starting now."""
+    marker = object()
+    request.extensions[_MARK] = marker
+    return _SENDING.set(marker)
+
+
+def _unmark(request: httpx.Request, token: Token[object | None]) -> None:
+    _SENDING.reset(token)
+    request.extensions.pop(_MARK, None)
+
+
+def _unmark_redirects(response: httpx.Response) -> None:
+    """Take the mark off the requests httpx made for redirects (copies of the marked one)."""
+    for hop in (*response.history, response):
+        hop.request.extensions.pop(_MARK, None)
+
+
+def _sent_by_installed(response: httpx.Response) -> bool:
+    """Whether ``response`` answers a request of the installed send running in this context
+    (its hook leaves challenges and 2xx bodies to that send)."""
+    marker = _SENDING.get()
+    if marker is None:
+        return False
+    try:
+        return response.request.extensions.get(_MARK) is marker
+    except Exception:  # a response without a request, or odd extensions: not ours
+        return False
 
 
 #: httpcore's loggers whose DEBUG lines list response headers.
