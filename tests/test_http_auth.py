@@ -427,3 +427,76 @@ def test_requests_keep_no_mark_of_an_installed_send() -> None:
     hops = (*response.history, response)
     assert [set(hop.request.extensions) for hop in hops] == [{"timeout"}, {"timeout"}]
     assert set(request.extensions) == {"timeout"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Auths that send their request once
+
+
+def _callable_auth(request: httpx.Request) -> httpx.Request:
+    request.headers["Authorization"] = "Bearer from-a-callable"
+    return request
+
+
+@pytest.mark.parametrize(
+    "auth",
+    [
+        pytest.param(None, id="none"),
+        pytest.param(("ann", "pw"), id="a-tuple"),
+        pytest.param(httpx.BasicAuth("ann", "pw"), id="basic"),
+        pytest.param(_callable_auth, id="a-callable"),
+        pytest.param(RefreshOn401(), id="a-flow-that-answers"),
+    ],
+)
+@pytest.mark.parametrize("where", ["client", "request"])
+def test_a_401_no_auth_flow_answers_is_an_auth_error(auth: Any, where: str) -> None:
+    """Whatever the auth (one that sends its request once, or a flow whose answer is refused
+    again), a final 401 raises UpstreamAuthError, with the upstream's message."""
+
+    def refuses(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"message": "bad credentials"})
+
+    transport = httpx.MockTransport(refuses)
+    client_auth = auth if where == "client" else None
+    options = {"auth": auth} if where == "request" else {}
+    client = tdk.http.install(httpx.Client(transport=transport, auth=client_auth))
+    with client, pytest.raises(UpstreamAuthError) as caught:
+        client.get(URL, **options)
+    assert "bad credentials" in caught.value.developer_message
+
+
+def test_an_auth_httpx_refuses_is_refused_as_without_tdk() -> None:
+    """An auth value httpx does not take raises httpx's own TypeError."""
+    with sync_client(bearer_api) as client, pytest.raises(TypeError):
+        client.get(URL, auth=object())  # type: ignore[arg-type]
+
+
+def test_one_request_sent_twice_at_once_through_an_auth_flow() -> None:
+    """The same request object sent twice at once by an installed client whose flow answers
+    the challenge: the send that ends first leaves the other's hop to its flow."""
+
+    async def both() -> list[Any]:
+        first_done = asyncio.Event()
+        challenges = 0
+
+        async def api(request: httpx.Request) -> httpx.Response:
+            nonlocal challenges
+            response = digest_api(request)  # (before the wait: the request is shared)
+            if response.status_code == 401:
+                challenges += 1
+                if challenges == 1:  # the second send's challenge comes after the first ends
+                    await first_done.wait()
+            return response
+
+        transport = httpx.MockTransport(api)
+        async with tdk.http.install(httpx.AsyncClient(transport=transport)) as client:
+            request = client.build_request("GET", URL)
+            second = asyncio.create_task(client.send(request, auth=httpx.DigestAuth("ann", "pw")))
+            await asyncio.sleep(0.01)
+            first = await client.send(request, auth=httpx.DigestAuth("ann", "pw"))
+            first_done.set()
+            responses = [first, await second]
+            assert "tdk.installed_send" not in request.extensions
+            return [response.json() for response in responses]
+
+    assert asyncio.run(both()) == [{"user": "ann"}, {"user": "ann"}]

@@ -102,7 +102,8 @@ def test_a_queued_job_given_up_never_runs() -> None:
     ran: list[bool] = []
 
     async def scenario() -> None:
-        busy = pool.submit(lambda: release.wait(30))
+        # two places: the pool's, and the one this thread lends while it waits
+        busy = [pool.submit(lambda: release.wait(30)) for _ in range(2)]
         queued = pool.submit(lambda: ran.append(True))
         queued.abandon()
         assert queued.state is DROPPED
@@ -111,7 +112,7 @@ def test_a_queued_job_given_up_never_runs() -> None:
         queued.when_ended(lambda: seen.append(True))
         assert seen == [True]
         release.set()
-        await asyncio.wait_for(busy.future, 10)
+        await asyncio.wait_for(asyncio.gather(*(job.future for job in busy)), 10)
 
     asyncio.run(scenario())
     assert ran == []

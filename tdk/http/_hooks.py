@@ -21,12 +21,13 @@ import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
-from contextvars import ContextVar, Token
+from contextvars import Token
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol, TypeVar
 
 import httpx
+from httpx._auth import FunctionAuth
 
 from tdk._redact import call_secrets, end_call_secrets
 from tdk.errors import UpstreamError
@@ -48,12 +49,12 @@ EventHook = Callable[..., Any]
 
 #: Statuses that ask for credentials, which an auth flow may answer with a second request.
 CHALLENGES: Final = frozenset({401, 407})
-#: The send in progress (in this context) of a client tdk is installed on: a marker that the
-#: send also puts in its request's extensions, which httpx copies to every redirect. The hook
+#: The key under which the ``send`` of a client tdk is installed on marks the request it
+#: sends, while it runs (httpx copies a request's extensions to its redirects). The hook
 #: leaves challenges to that send, and 2xx bodies too (it knows whether the caller streams
-#: them), for responses to the requests it marked only: another client called meanwhile (a
-#: token fetched in an auth flow) keeps the hook's plain behaviour.
-_SENDING: ContextVar[object | None] = ContextVar("tdk_sending", default=None)
+#: them), for responses to marked requests only: another client called meanwhile (a token
+#: fetched in an auth flow) keeps the hook's plain behaviour. (A mark in the request, not a
+#: context variable: setting one around httpx's send cost more than the rest of the wrapper.)
 _MARK: Final = "tdk.installed_send"
 
 
@@ -238,15 +239,20 @@ class _InstalledSend:
     def __call__(
         self, request: httpx.Request, *, stream: bool = False, **options: Any
     ) -> httpx.Response:
-        token = _mark(request)
+        plain = self.hook.check_body is None and not _may_answer(self.send, options)
+        if not plain:
+            _mark(request)
         secrets = _logged_secrets(request)
         try:
-            response: httpx.Response = self.send(request, stream=True, **options)
+            response: httpx.Response = self.send(request, stream=stream or not plain, **options)
         finally:
-            _unmark(request, token)
+            if not plain:
+                _unmark(request)
             if secrets is not None:
                 end_call_secrets(secrets)
-        _unmark_redirects(response)
+        if plain:  # the hook has classified every hop as it came: nothing is left to do
+            return response
+        _unmark_redirects(request, response)
         if response.status_code in CHALLENGES:  # no auth flow answered it
             self.hook.raise_for_upstream(response)
         if not stream:
@@ -273,15 +279,22 @@ class _AsyncInstalledSend(_InstalledSend):
     async def _send(
         self, request: httpx.Request, stream: bool, options: dict[str, Any]
     ) -> httpx.Response:
-        token = _mark(request)
+        plain = self.hook.check_body is None and not _may_answer(self.send, options)
+        if not plain:
+            _mark(request)
         secrets = _logged_secrets(request)
         try:
-            response: httpx.Response = await self.send(request, stream=True, **options)
+            response: httpx.Response = await self.send(
+                request, stream=stream or not plain, **options
+            )
         finally:
-            _unmark(request, token)
+            if not plain:
+                _unmark(request)
             if secrets is not None:
                 end_call_secrets(secrets)
-        _unmark_redirects(response)
+        if plain:
+            return response
+        _unmark_redirects(request, response)
         if response.status_code in CHALLENGES:
             await self.hook.araise_for_upstream(response)
         if not stream:
@@ -295,32 +308,54 @@ class _AsyncInstalledSend(_InstalledSend):
         return response
 
 
-def _mark(request: httpx.Request) -> Token[object | None]:
-    """Mark ``request`` (and so its redirects) as sent by the installed send starting now."""
-    marker = object()
-    request.extensions[_MARK] = marker
-    return _SENDING.set(marker)
+def _may_answer(send: Any, options: dict[str, Any]) -> bool:
+    """Whether the auth of a send may answer a challenge with a second request. No auth,
+    Basic credentials (a tuple, ``httpx.BasicAuth``, the URL's), a callable and
+    ``httpx.NetRCAuth`` send their request once: the hook then classifies a 401 at once,
+    and the send is httpx's own. Anything else (``httpx.DigestAuth``, a flow of the user's,
+    an ``httpx2`` auth) may."""
+    auth = options.get("auth", httpx.USE_CLIENT_DEFAULT)
+    if auth is httpx.USE_CLIENT_DEFAULT:
+        auth = getattr(getattr(send, "__self__", None), "auth", None)
+    if auth is None or isinstance(auth, tuple):
+        return False
+    if isinstance(auth, httpx.Auth):
+        return type(auth) not in _ONE_SHOT_AUTHS
+    return not callable(auth)
 
 
-def _unmark(request: httpx.Request, token: Token[object | None]) -> None:
-    _SENDING.reset(token)
-    request.extensions.pop(_MARK, None)
+#: ``httpx`` auth types whose flow sends its request once.
+_ONE_SHOT_AUTHS: Final = frozenset({httpx.Auth, httpx.BasicAuth, httpx.NetRCAuth, FunctionAuth})
 
 
-def _unmark_redirects(response: httpx.Response) -> None:
-    """Take the mark off the requests httpx made for redirects (copies of the marked one)."""
-    for hop in (*response.history, response):
-        hop.request.extensions.pop(_MARK, None)
+def _mark(request: httpx.Request) -> None:
+    """Mark ``request`` (and so its redirects) as sent by an installed send: a count, for the
+    same request may be sent by several at once."""
+    extensions = request.extensions
+    extensions[_MARK] = extensions.get(_MARK, 0) + 1
+
+
+def _unmark(request: httpx.Request) -> None:
+    extensions = request.extensions
+    left = extensions.pop(_MARK, 1) - 1
+    if left > 0:
+        extensions[_MARK] = left
+
+
+def _unmark_redirects(request: httpx.Request, response: httpx.Response) -> None:
+    """Take the mark off the requests httpx made for redirects (copies of ``request``, the
+    marked one): a request reused later, with a plain hook, must get the plain behaviour."""
+    if response.history:
+        for hop in (*response.history, response):
+            if hop.request is not request:
+                hop.request.extensions.pop(_MARK, None)
 
 
 def _sent_by_installed(response: httpx.Response) -> bool:
-    """Whether ``response`` answers a request of the installed send running in this context
-    (its hook leaves challenges and 2xx bodies to that send)."""
-    marker = _SENDING.get()
-    if marker is None:
-        return False
+    """Whether ``response`` answers a request of an installed send that is running (its hook
+    leaves challenges and 2xx bodies to that send)."""
     try:
-        return response.request.extensions.get(_MARK) is marker
+        return _MARK in response.request.extensions
     except Exception:  # a response without a request, or odd extensions: not ours
         return False
 
