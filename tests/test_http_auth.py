@@ -421,9 +421,9 @@ def test_requests_keep_no_mark_of_an_installed_send() -> None:
             return httpx.Response(302, headers={"Location": "/new"})
         return httpx.Response(200, json={})
 
-    with sync_client(moved) as client:
+    with sync_client(moved) as client:  # (a flow that may answer: the send marks)
         request = client.build_request("GET", "https://api.example.com/old")
-        response = client.send(request, follow_redirects=True)
+        response = client.send(request, follow_redirects=True, auth=httpx.DigestAuth("a", "b"))
     hops = (*response.history, response)
     assert [set(hop.request.extensions) for hop in hops] == [{"timeout"}, {"timeout"}]
     assert set(request.extensions) == {"timeout"}
