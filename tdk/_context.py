@@ -7,6 +7,7 @@ secrets it holds but never shows their values or the auth token.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,6 +67,14 @@ def secret_values(context: ToolContext) -> tuple[str, ...]:
             # (surrogateescape: a value read from os.environ)
             found[quote(value, safe=safe, errors="surrogateescape")] = None
         found[quote_plus(value, errors="surrogateescape")] = None
+        # As ``repr()`` writes it in an exception's text (``KeyError``, ``f"{x!r}"``): its
+        # quotes escaped or not, as the text around it decides; and as JSON writes it in a
+        # body an upstream echoes (a backslash, a quote, a newline escaped).
+        quoted = repr(value + '"')[1:-2]  # (with a '"' in it, repr escapes every "'")
+        for escaped in (quoted, quoted.replace("\\'", "'")):
+            found[escaped] = None
+        for escaped in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+            found[escaped[1:-1]] = None
     return tuple(found)
 
 

@@ -40,7 +40,7 @@ from tdk._problems import (
     type_text,
     type_trouble,
 )
-from tdk._schema import has_own_serializers, may_hold_numbers, output_adapter, output_extra
+from tdk._schema import core_may_hold_numbers, may_hold_numbers, output_adapter, output_extra
 from tdk._signature import Parameters, resolve_hints, unresolved, unresolved_hint
 
 #: ``tdk._tool`` imports ``Problem``, ``ProblemKind`` and ``raise_problems`` from here too.
@@ -140,9 +140,10 @@ class ToolSpec:
     """``"forbid"`` to validate the return value refusing keys its models and dataclasses do
     not declare (see :func:`tdk._schema.output_extra`)."""
     output_numbers: bool = True
-    """Whether the return value may hold numbers (its schema has a number, an integer or an
-    untyped part, or code of the type's own serializes part of it): execution then checks
-    that JSON can carry them (no NaN, no infinity, no integer too long to write out)."""
+    """Whether the return value may hold numbers (its JSON Schema or its pydantic core schema
+    has a number or an untyped part, or code of the type's own validates or serializes part
+    of it): execution then checks that JSON can carry them (no NaN, no infinity, no integer
+    too long to write out)."""
     parameter_names: tuple[str, ...] = field(init=False)
     """The advertised argument names, in order, as an input error lists them; derived from
     ``input_model``."""
@@ -252,7 +253,7 @@ def define_tool(
         field_parameters=tuple(inputs.field_parameters),
         output_extra=output_extra(output_schema),
         output_numbers=(
-            may_hold_numbers(output_schema) or has_own_serializers(adapter.core_schema)
+            may_hold_numbers(output_schema) or core_may_hold_numbers(adapter.core_schema)
         ),
     )
     return definition, spec

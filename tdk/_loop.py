@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
+from tdk._threads import blocking
+
 __all__ = ["WIND_DOWN_SECONDS", "run_in_new_loop"]
 
 #: Seconds the tasks a call left behind get to end once cancelled, before the loop closes.
@@ -41,7 +43,8 @@ def run_in_new_loop(coro: Coroutine[Any, Any, _T]) -> _T:
     loop.set_default_executor(_DaemonExecutor())
     asyncio.set_event_loop(loop)
     try:
-        return _run_to_end(loop, loop.create_task(coro))
+        with blocking():  # this thread waits for the sync calls made here
+            return _run_to_end(loop, loop.create_task(coro))
     finally:
         try:
             _wind_down(loop)

@@ -186,21 +186,18 @@ def may_hold_numbers(schema: Any) -> bool:
     )
 
 
-def has_own_serializers(core_schema: Any) -> bool:
-    """Whether a pydantic core schema serializes part of a value with code of the type's own
-    (a ``PlainSerializer`` or ``WrapSerializer``, a ``field_serializer`` or
-    ``model_serializer``, a computed field): such code may return what its declared type
-    does not allow (a float where the JSON Schema says string), so the JSON Schema alone
-    cannot say that the output holds no number."""
+def core_may_hold_numbers(core_schema: Any) -> bool:
+    """Whether a value of this pydantic core schema may serialize to a number, whatever its
+    JSON Schema says (``WithJsonSchema`` and ``SkipJsonSchema`` change only that): a number
+    type, ``Any``, an instance of an arbitrary class, a literal or enum with a value that is
+    not text, or code of the type's own (a validator or serializer function, a computed
+    field), which may return what its declared type does not allow."""
     stack = [core_schema]
     seen = {id(core_schema)}  # (a type may share one schema between its parts)
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            serialization = item.get("serialization")
-            if (
-                isinstance(serialization, dict) and serialization.get("type") in _OWN_SERIALIZERS
-            ) or item.get("computed_fields"):
+            if _holds_numbers(item):
                 return True
             children: Any = item.values()
         else:  # a list or a tuple: nothing else is stacked
@@ -212,8 +209,27 @@ def has_own_serializers(core_schema: Any) -> bool:
     return False
 
 
-#: Core-schema serialization types that run code of the type's own.
-_OWN_SERIALIZERS: Final = frozenset({"function-plain", "function-wrap"})
+def _holds_numbers(node: dict[str, Any]) -> bool:
+    kind = node.get("type")
+    if not isinstance(kind, str):
+        return False
+    if kind in _CORE_NUMBERS or kind.startswith("function-") or node.get("computed_fields"):
+        return True
+    serialization = node.get("serialization")
+    if isinstance(serialization, dict) and str(serialization.get("type")).startswith("function-"):
+        return True
+    if kind == "literal":
+        return any(not isinstance(value, str | bool | None) for value in node.get("expected", ()))
+    if kind == "enum":
+        return any(not isinstance(member.value, str) for member in node.get("members", ()))
+    return False
+
+
+#: Core schema types whose values may serialize to a number (or to anything at all).
+_CORE_NUMBERS: Final = frozenset(
+    {"int", "float", "decimal", "complex", "any", "json", "is-instance", "is-subclass",
+     "callable", "generator", "invalid"}
+)  # fmt: skip
 _NUMERIC: Final = frozenset({"number", "integer"})
 #: Keywords that give a schema its type when ``type`` is absent.
 _TYPE_GIVERS: Final = frozenset({"$ref", "anyOf", "oneOf", "allOf", "enum", "const"})

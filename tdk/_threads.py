@@ -14,15 +14,16 @@ loop's default executor:
   never returned);
 - a :class:`Job` says whether its body is still running, and calls back when it ends, so the
   runner can hold a bulkhead slot until the body has really finished;
-- a thread that waits for sync calls it made lends the pool one place while it waits: a sync
-  tool calling another (``run_sync()``, ``asyncio.run()`` of a call, from its own thread or
-  from threads it starts) never waits for a place that its own wait holds, however many such
-  calls run at once.
+- a thread blocked on sync calls it made (a worker thread whose body calls another sync
+  tool, a thread in ``run_sync()``) lends a place of its own, for its own calls only: a body
+  never waits for a place that its own wait holds, so sync tools calling sync tools never
+  deadlock, and the pool grows by one thread per such waiting body at most.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import enum
@@ -30,7 +31,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 __all__ = ["Job", "WorkerThreads", "run_in_worker"]
@@ -66,10 +67,10 @@ class Job:
     __slots__ = (
         "_call",
         "_error",
+        "_lent",
         "_on_end",
         "_pool",
         "_value",
-        "_waiter",
         "abandoned",
         "future",
         "loop",
@@ -87,8 +88,8 @@ class Job:
         self._value: Any = None
         self._error: BaseException | None = None
         self._on_end: list[Callable[[], object]] | None = None
-        self._waiter: _Waits | None = None
-        """The submitting thread's count of the jobs it waits for, until this one ends."""
+        self._lent: _Waits | None = None
+        """The record whose lent place runs this job (None: a thread of the pool's own)."""
 
     @property
     def running(self) -> bool:
@@ -164,71 +165,102 @@ def _done() -> None:
 
 
 class _Waits:
-    """How many jobs of a pool one thread waits for (it submitted them, and they have not
-    ended, nor been given up)."""
+    """The place a thread lends a pool for its own jobs."""
 
-    __slots__ = ("jobs",)
+    __slots__ = ("backlog", "lent")
 
     def __init__(self) -> None:
-        self.jobs = 0
+        self.lent = False
+        """Whether a thread runs its jobs on the place it lends."""
+        self.backlog: collections.deque[Job] = collections.deque()
+        """Its jobs waiting for that place."""
+
+
+class _Here(threading.local):
+    """Whether this thread blocks while it waits for the jobs it submits."""
+
+    blocks = 0
+
+
+_HERE: Final = _Here()
+
+
+@contextlib.contextmanager
+def blocking() -> Iterator[None]:
+    """While inside, this thread blocks on the sync calls it makes (``run_sync()``): when the
+    pool is full, it lends a place for them."""
+    _HERE.blocks += 1
+    try:
+        yield
+    finally:
+        _HERE.blocks -= 1
 
 
 class WorkerThreads:
     """A pool of daemon threads for sync bodies.
 
-    At most ``max_workers`` bodies with a caller run at once, plus one for every thread that
-    waits for jobs it submitted (the thread of an event loop, a sync body calling another
-    sync tool, a thread such a body started): a body waiting on a job of its own always
-    leaves room for it. More wait in a queue. Bodies whose caller has gone (see
-    :class:`Job`) do not count, up to ``max_lingering`` of them: past that, they count
-    again, and new work waits for them. Threads start on demand and
-    live as long as the process (as ``ThreadPoolExecutor``'s do), but for the surplus a
-    lingering body leaves when it ends, which goes away.
+    At most ``max_workers`` bodies with a caller run at once on the pool's own threads; more
+    wait in a queue. A thread that blocks on the jobs it submits (a worker thread, whose body
+    calls another sync tool; a thread in ``run_sync()``) and finds the pool full lends a place
+    of its own: one more thread, for its own jobs only, one after the other. Bodies whose
+    caller has gone (see :class:`Job`) do not count, up to ``max_lingering`` of them: past
+    that, they count again, and new work waits for them. Threads start on demand and live as
+    long as the process (as ``ThreadPoolExecutor``'s do), but for the surplus a lingering
+    body leaves when it ends, and a lent place's thread, which go away.
 
     The hand-off is a ``queue.SimpleQueue`` of jobs, with exact counts (under a lock) of the
     jobs queued and the threads idle: a job starts a thread when there are more jobs than
     idle threads. (``ThreadPoolExecutor`` counts idle threads with a semaphore that may count
-    a thread twice: a pool whose threads all wait for work of its own could then wait for
-    good.)
+    a thread twice, and leave a job queued with every thread waiting.)
     """
 
     def __init__(self, max_workers: int | None = None, max_lingering: int | None = None) -> None:
         self.max_workers: Final = max_workers or min(32, (os.cpu_count() or 1) + 4)
-        """Bodies with a caller running at once."""
+        """Bodies with a caller running at once on the pool's own threads."""
         self.max_lingering: Final = self.max_workers if max_lingering is None else max_lingering
         """Bodies without a caller that do not count against ``max_workers``."""
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        self._local = threading.local()
+        """``waits``: this thread's :class:`_Waits`."""
         self._queued = 0
         """Jobs in the queue (dropped ones too, until a thread takes them)."""
         self._idle = 0
-        """Threads waiting for a job."""
+        """The pool's own threads waiting for a job."""
         self._threads = 0
-        """Live worker threads."""
+        """The pool's own threads."""
+        self._lent = 0
+        """Threads running jobs on lent places."""
         self._lingering = 0
-        """Of those, threads running a body whose caller has gone."""
-        self._waiting = 0
-        """Threads (of the pool or not) waiting for jobs they submitted: each lends a place."""
-        self._local = threading.local()
-        """``waits``: this thread's :class:`_Waits`."""
+        """Bodies running without a caller, on any thread."""
+        self._lingering_own = 0
+        """Of those, bodies on the pool's own threads."""
         self._started = 0
 
     def submit(self, call: Callable[[], Any]) -> Job:
         """Queue ``call`` (no arguments) for a worker thread; from the event loop's thread."""
         job = Job(self, call)
         job.future.add_done_callback(job._caller_gone)
-        waits = getattr(self._local, "waits", None)
-        if waits is None:
-            waits = self._local.waits = _Waits()
-        job._waiter = waits
         with self._lock:
-            waits.jobs += 1
-            if waits.jobs == 1:  # this thread starts waiting: it lends a place
-                self._waiting += 1
-            self._queued += 1
-            if self._queued > self._idle:  # no idle thread for it: start one
-                self._start_if_room()
-        self._queue.put(job)
+            if self._idle > self._queued or self._room() or not _HERE.blocks:
+                self._enqueue(job)
+                return job
+            waits = getattr(self._local, "waits", None)
+            if waits is None:
+                waits = self._local.waits = _Waits()
+            job._lent = waits
+            if waits.lent:
+                waits.backlog.append(job)  # after the job on its place now
+                return job
+            waits.lent = True
+            try:
+                self._start(self._work_lent, job)
+            except RuntimeError:  # pragma: no cover (a system out of threads: queue it)
+                waits.lent = False
+                job._lent = None
+                self._enqueue(job)
+            else:
+                self._lent += 1
         return job
 
     def abandon(self, job: Job) -> bool:
@@ -236,7 +268,6 @@ class WorkerThreads:
         stop counting its thread, and start another if work is waiting (False)."""
         with self._lock:
             job.abandoned = True
-            self._stop_waiting(job)
             if job.state is QUEUED:
                 job.state = DROPPED  # its thread will skip it
                 return True
@@ -249,47 +280,87 @@ class WorkerThreads:
                     "new sync calls wait for them",
                     self._lingering,
                 )
-            if self._queued > self._idle:
-                self._start_if_room()
+            lent = job._lent
+            if lent is None:
+                self._lingering_own += 1
+                if self._queued > self._idle and self._room():
+                    self._start_own()
+            elif self._lingering <= self.max_lingering:  # its place is free for the next job
+                job._lent = None
+                self._next_on_lent_place(lent)
             return False
 
-    def _stop_waiting(self, job: Job) -> None:
-        """``job`` has ended, or its caller gave up: its submitter no longer waits for it
-        (lock held)."""
-        waits = job._waiter
-        if waits is not None:
-            job._waiter = None
-            waits.jobs -= 1
-            if waits.jobs == 0:
-                self._waiting -= 1
-
     def stats(self) -> dict[str, int]:
-        """Now: the pool's ``threads`` and, of them, ``lingering`` (bodies without a caller);
-        ``waiting``: threads, of the pool or not, waiting for jobs they submitted."""
+        """Now: ``threads`` (the pool's own), ``lent`` (threads on lent places), and
+        ``lingering`` (bodies running without a caller, on either)."""
         with self._lock:
-            return {
-                "threads": self._threads,
-                "lingering": self._lingering,
-                "waiting": self._waiting,
-            }
+            return {"threads": self._threads, "lent": self._lent, "lingering": self._lingering}
 
     def _counted(self) -> int:
-        """Threads that count against ``max_workers`` (lock held)."""
-        return self._threads - min(self._lingering, self.max_lingering) - self._waiting
+        """The pool's own threads that count against ``max_workers`` (lock held)."""
+        return self._threads - min(self._lingering_own, self.max_lingering)
 
-    def _start_if_room(self) -> None:
-        """Start a thread if the pool has room (lock held)."""
-        if self._counted() >= self.max_workers:
+    def _room(self) -> bool:
+        """Whether the pool may start a thread of its own (lock held)."""
+        return self._counted() < self.max_workers
+
+    def _enqueue(self, job: Job) -> None:
+        """Queue ``job`` for the pool's own threads, starting one if none is idle for it
+        (lock held)."""
+        self._queued += 1
+        self._queue.put(job)
+        if self._queued > self._idle and self._room():
+            self._start_own()
+
+    def _start_own(self) -> None:
+        """Start a thread of the pool's own (lock held). If the system refuses one, the job
+        waits for the threads there are; with none, the submitter hears of it."""
+        try:
+            self._start(self._work, None)
+        except RuntimeError:  # pragma: no cover (covered in a subprocess: see the tests)
+            if self._threads == 0:
+                raise
+            _LOG.warning("tdk could not start a worker thread; sync calls wait for the others")
             return
-        self._started += 1
-        thread = threading.Thread(
-            target=self._work, name=f"tdk-worker-{self._started}", daemon=True
-        )
-        thread.start()
         self._threads += 1
 
-    def _work(self) -> None:
-        """A worker thread: take jobs, until a lingering body it ran makes it surplus."""
+    def _start(self, target: Callable[[Job | None], None], job: Job | None) -> None:
+        self._started += 1
+        threading.Thread(
+            target=target, args=(job,), name=f"tdk-worker-{self._started}", daemon=True
+        ).start()
+
+    def _next_on_lent_place(self, waits: _Waits) -> None:
+        """The place ``waits`` lends is free: start a thread for its next job, if any (lock
+        held)."""
+        waits.lent = False
+        while waits.backlog:
+            job = waits.backlog.popleft()
+            if job.state is not DROPPED:
+                waits.lent = True
+                try:
+                    self._start(self._work_lent, job)
+                except RuntimeError:  # pragma: no cover (a system out of threads)
+                    waits.lent = False
+                    job._lent = None
+                    self._enqueue(job)
+                else:
+                    self._lent += 1
+                return
+
+    def _run(self, job: Job) -> bool:
+        """Run ``job`` unless it was dropped; whether it ran (and was delivered)."""
+        with self._lock:
+            if job.state is DROPPED:
+                return False
+            job.state = RUNNING
+        job._run()
+        return True
+
+    def _work(self, _: Job | None) -> None:
+        """A thread of the pool's own: take jobs, until a lingering body it ran makes it
+        surplus."""
+        _HERE.blocks += 1  # a body here blocks on the calls it makes
         lock = self._lock
         while True:
             with lock:
@@ -298,29 +369,51 @@ class WorkerThreads:
             with lock:
                 self._idle -= 1
                 self._queued -= 1
-                dropped = job.state is DROPPED
-                if not dropped:
-                    job.state = RUNNING
-            if not dropped:
-                job._run()
-                with lock:
+            if not self._run(job):
+                continue
+            with lock:
+                job.state = FINISHED
+                if job.abandoned:
+                    self._lingering -= 1
+                    self._lingering_own -= 1
+                surplus = self._counted() > self.max_workers
+                if surplus:  # a replacement took its place
+                    self._threads -= 1
+            job._deliver()  # after FINISHED: when_ended() never misses the end
+            if surplus:
+                return
+
+    def _work_lent(self, first: Job | None) -> None:
+        """A thread on a lent place: run its lender's jobs one after the other, then go."""
+        _HERE.blocks += 1
+        job = first
+        while job is not None:
+            waits = job._lent
+            ran = self._run(job)
+            with self._lock:
+                if ran:
                     job.state = FINISHED
-                    self._stop_waiting(job)
                     if job.abandoned:
                         self._lingering -= 1
-                    surplus = self._counted() > self.max_workers  # a replacement took its place
-                    if surplus:
-                        self._threads -= 1
-                job._deliver()  # after FINISHED: when_ended() never misses the end
-                if surplus:
-                    return
+                if waits is None or job._lent is None:  # its place was given back meanwhile
+                    nxt = None
+                else:
+                    nxt = waits.backlog.popleft() if waits.backlog else None
+                    if nxt is None:
+                        waits.lent = False
+                if nxt is None:
+                    self._lent -= 1
+            if ran:
+                job._deliver()
+            job = nxt
 
     def _after_fork(self) -> None:  # pragma: no cover (run in a forked child, see the tests)
         """In a forked child: the parent's threads do not exist here."""
         self._lock = threading.Lock()
         self._queue = queue.SimpleQueue()
-        self._threads = self._lingering = self._waiting = self._queued = self._idle = 0
         self._local = threading.local()
+        self._queued = self._idle = self._threads = self._lent = 0
+        self._lingering = self._lingering_own = 0
 
 
 _POOL: Final = WorkerThreads()

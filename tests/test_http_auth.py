@@ -500,3 +500,44 @@ def test_one_request_sent_twice_at_once_through_an_auth_flow() -> None:
             return [response.json() for response in responses]
 
     assert asyncio.run(both()) == [{"user": "ann"}, {"user": "ann"}]
+
+
+class SignsACopy(httpx.Auth):
+    """Sends a signed copy of the request (keeping its extensions, so that its timeouts
+    apply), and answers nothing."""
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        headers = {**request.headers, "Authorization": "Sig abc"}
+        yield httpx.Request(
+            request.method, request.url, headers=headers, extensions=request.extensions
+        )
+
+
+def test_a_401_to_a_copy_an_auth_flow_sent_is_an_auth_error() -> None:
+    """A 401 to a copy of the request that a flow sent, unanswered, raises: the copy's mark
+    (copied with its extensions) does not defer the final check."""
+    with sync_client(refuses) as client, pytest.raises(UpstreamAuthError):
+        client.get(URL, auth=SignsACopy())
+
+
+def refuses(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(401, json={"message": "bad credentials"})
+
+
+def test_a_401_to_one_of_two_sends_of_one_request_is_an_auth_error() -> None:
+    """The same request sent twice at once, and refused without a challenge: both sends raise
+    (the other send's mark on the request does not defer the final check)."""
+
+    async def both() -> list[str]:
+        async def slow_refusal(request: httpx.Request) -> httpx.Response:
+            await asyncio.sleep(0.01)  # both sends are under way before either ends
+            return refuses(request)
+
+        transport = httpx.MockTransport(slow_refusal)
+        async with tdk.http.install(httpx.AsyncClient(transport=transport)) as client:
+            request = client.build_request("GET", URL)
+            sends = [client.send(request, auth=httpx.DigestAuth("a", "b")) for _ in range(2)]
+            outcomes = await asyncio.gather(*sends, return_exceptions=True)
+        return [type(outcome).__name__ for outcome in outcomes]
+
+    assert asyncio.run(both()) == ["UpstreamAuthError", "UpstreamAuthError"]

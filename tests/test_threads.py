@@ -80,11 +80,9 @@ def test_past_the_lingering_bound_new_work_waits() -> None:
     release = threading.Event()
 
     async def scenario() -> None:
-        # two: while it waits, this thread lends the pool a place
-        stuck = [pool.submit(lambda: release.wait(30)) for _ in range(2)]
-        _wait_until(lambda: all(job.state is RUNNING for job in stuck))
-        for job in stuck:
-            job.abandon()
+        stuck = pool.submit(lambda: release.wait(30))
+        _wait_until(lambda: stuck.state is RUNNING)
+        stuck.abandon()
         queued = pool.submit(lambda: 7)
         await asyncio.sleep(0.05)
         assert not queued.future.done()
@@ -102,8 +100,7 @@ def test_a_queued_job_given_up_never_runs() -> None:
     ran: list[bool] = []
 
     async def scenario() -> None:
-        # two places: the pool's, and the one this thread lends while it waits
-        busy = [pool.submit(lambda: release.wait(30)) for _ in range(2)]
+        busy = pool.submit(lambda: release.wait(30))
         queued = pool.submit(lambda: ran.append(True))
         queued.abandon()
         assert queued.state is DROPPED
@@ -112,7 +109,7 @@ def test_a_queued_job_given_up_never_runs() -> None:
         queued.when_ended(lambda: seen.append(True))
         assert seen == [True]
         release.set()
-        await asyncio.wait_for(asyncio.gather(*(job.future for job in busy)), 10)
+        await asyncio.wait_for(busy.future, 10)
 
     asyncio.run(scenario())
     assert ran == []
@@ -134,14 +131,14 @@ def test_a_body_outliving_its_loop_is_harmless() -> None:
     asyncio.run(scenario())
     release.set()
     assert finished.wait(10)
-    _wait_until(lambda: pool.stats() == {"threads": 1, "lingering": 0, "waiting": 0})
+    _wait_until(lambda: pool.stats() == {"threads": 1, "lent": 0, "lingering": 0})
 
 
 @pytest.mark.parametrize("depth", [1, 3], ids=["one-level", "three-levels"])
 def test_bodies_waiting_for_the_jobs_they_submit_never_fill_the_pool(depth: int) -> None:
-    """Bodies that submit jobs and wait for them (a sync tool calling ``run_sync()``) do not
-    count while they wait: with every thread of the pool taken by such a body, the jobs they
-    wait for still run, however deep the calls go."""
+    """Bodies that submit jobs and wait for them (a sync tool calling ``run_sync()``) lend a
+    place for them: with every thread of the pool taken by such a body, the jobs they wait
+    for still run, however deep the calls go."""
     pool = WorkerThreads(max_workers=2)
     all_started = threading.Barrier(2, timeout=10)
 
@@ -164,45 +161,83 @@ def test_bodies_waiting_for_the_jobs_they_submit_never_fill_the_pool(depth: int)
         return [job.outcome() for job in jobs]
 
     assert asyncio.run(scenario()) == [depth + 1, depth + 1]
-    _wait_until(lambda: pool.stats() == {"threads": 2, "lingering": 0, "waiting": 0})
+    _wait_until(lambda: pool.stats() == {"threads": 2, "lent": 0, "lingering": 0})
 
 
-def test_a_nested_job_given_up_stops_its_body_waiting() -> None:
-    """A body that stops waiting for the job it submitted (a time limit) counts again."""
+def test_many_nested_calls_add_one_thread_per_waiting_body() -> None:
+    """Fifty calls of a sync body that calls another, on a pool of two: the queued calls wait
+    for the pool's own threads, and each running body adds one thread for its own call (the
+    pool never grows with the queue)."""
+    pool = WorkerThreads(max_workers=2)
+    seen: list[int] = []
+
+    def inner() -> int:
+        stats = pool.stats()
+        seen.append(stats["threads"] + stats["lent"])
+        time.sleep(0.002)
+        return 1
+
+    def outer() -> int:
+        async def nested() -> int:
+            job = pool.submit(inner)
+            await asyncio.wait_for(job.future, 20)
+            return int(job.outcome())
+
+        return asyncio.run(nested())
+
+    async def scenario() -> int:
+        jobs = [pool.submit(outer) for _ in range(50)]
+        await asyncio.wait_for(asyncio.gather(*(job.future for job in jobs)), 30)
+        return sum(job.outcome() for job in jobs)
+
+    assert asyncio.run(scenario()) == 50
+    assert max(seen) <= 4
+    _wait_until(lambda: pool.stats() == {"threads": 2, "lent": 0, "lingering": 0})
+
+
+def test_a_nested_job_given_up_frees_its_place() -> None:
+    """A body that stops waiting for a job on its lent place (a time limit) gets the place
+    back for its next job, while the first one runs on without a caller."""
     pool = WorkerThreads(max_workers=1)
     release = threading.Event()
 
-    def outer() -> dict[str, int]:
-        async def nested() -> None:
-            job = pool.submit(lambda: release.wait(30))
+    def outer() -> tuple[dict[str, int], int]:
+        async def nested() -> int:
+            stuck = pool.submit(lambda: release.wait(30))
+            after = pool.submit(lambda: 7)  # waits for the place the stuck one holds
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(job.future, 0.05)
+                await asyncio.wait_for(stuck.future, 0.05)
+            await asyncio.wait_for(after.future, 10)
+            return int(after.outcome())
 
-        asyncio.run(nested())
-        return pool.stats()
+        value = asyncio.run(nested())
+        return pool.stats(), value
 
-    async def scenario() -> dict[str, int]:
+    async def scenario() -> Any:
         job = pool.submit(outer)
         await asyncio.wait_for(job.future, 20)
-        return dict(job.outcome())
+        return job.outcome()
 
     try:
-        # (the loop's thread still waits for the outer job)
-        assert asyncio.run(scenario()) == {"threads": 2, "lingering": 1, "waiting": 1}
+        stats, value = asyncio.run(scenario())
     finally:
         release.set()
-    _wait_until(lambda: pool.stats() == {"threads": 1, "lingering": 0, "waiting": 0})
+    assert value == 7
+    assert stats["lingering"] == 1
+    _wait_until(lambda: pool.stats() == {"threads": 1, "lent": 0, "lingering": 0})
 
 
-def test_a_body_waiting_for_several_jobs_at_once_counts_once() -> None:
-    """A body gathering several jobs of its own does not count while it waits for any."""
+def test_a_body_waiting_for_several_jobs_at_once_gets_them_all() -> None:
+    """A body gathering several jobs of its own, the pool full, gets them run one after the
+    other on the place it lends."""
     pool = WorkerThreads(max_workers=1)
 
     def outer() -> list[int]:
         async def nested() -> list[int]:
             jobs = [pool.submit(lambda n=n: n) for n in range(3)]
-            await asyncio.wait_for(asyncio.gather(*(job.future for job in jobs)), 20)
-            return [job.outcome() for job in jobs]
+            jobs[1].abandon()  # given up before it ran: skipped
+            await asyncio.wait_for(asyncio.gather(jobs[0].future, jobs[2].future), 20)
+            return [jobs[0].outcome(), jobs[2].outcome()]
 
         return asyncio.run(nested())
 
@@ -211,13 +246,13 @@ def test_a_body_waiting_for_several_jobs_at_once_counts_once() -> None:
         await asyncio.wait_for(job.future, 20)
         return job.outcome()
 
-    assert asyncio.run(scenario()) == [0, 1, 2]
-    _wait_until(lambda: pool.stats() == {"threads": 1, "lingering": 0, "waiting": 0})
+    assert asyncio.run(scenario()) == [0, 2]
+    _wait_until(lambda: pool.stats() == {"threads": 1, "lent": 0, "lingering": 0})
 
 
-def test_a_body_leaving_a_job_it_submitted_behind_counts_again() -> None:
-    """A body that submits a job and ends without waiting for it (its loop closes first)
-    counts again once it has ended; the job still runs."""
+def test_a_job_a_body_left_behind_still_runs() -> None:
+    """A body that submits a job and ends without waiting for it (its loop closes first):
+    the job still runs, and the place it was lent goes away after."""
     pool = WorkerThreads(max_workers=1)
     ran = threading.Event()
 
@@ -235,7 +270,7 @@ def test_a_body_leaving_a_job_it_submitted_behind_counts_again() -> None:
 
     asyncio.run(scenario())
     assert ran.wait(10)
-    _wait_until(lambda: pool.stats()["waiting"] == 0)
+    _wait_until(lambda: pool.stats() == {"threads": 1, "lent": 0, "lingering": 0})
 
 
 async def _submit(pool: WorkerThreads, call: Any) -> None:
@@ -277,6 +312,55 @@ def test_a_forked_child_runs_sync_tools() -> None:
         _, status = os.waitpid(pid, 0)
         sys.exit(os.waitstatus_to_exitcode(status))
         """
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_calls_wait_for_the_threads_there_are_when_no_more_can_start() -> None:
+    """When the system refuses new threads (here: a huge thread stack under an address-space
+    limit), sync calls wait for the worker threads there are: none fails, and the pool's
+    counts come back."""
+    script = textwrap.dedent(
+        '''
+        import asyncio, resource, threading
+        from typing import Annotated
+        from tdk import tool
+        from tdk._threads import _POOL
+
+        @tool
+        def leaf(x: Annotated[int, "A number."]) -> int:
+            """Return it."""
+            return x
+
+        def address_space() -> int:
+            with open("/proc/self/status") as status:
+                for line in status:
+                    if line.startswith("VmSize:"):
+                        return int(line.split()[1]) * 1024
+            raise AssertionError("no VmSize")
+
+        async def main() -> list[object]:
+            await leaf.run({"x": 0})  # one worker thread exists
+            threading.stack_size(512 * 1024 * 1024)
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (address_space() + 256 * 1024 * 1024, hard))
+            try:
+                results = await asyncio.gather(*(leaf.run({"x": n}) for n in range(10)))
+            finally:
+                resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+                threading.stack_size(0)
+            return [result.value for result in results]
+
+        assert asyncio.run(main()) == list(range(10))
+        assert _POOL.stats()["lent"] == 0 and _POOL._queued == 0, _POOL.stats()
+        '''
     )
     done = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", script],

@@ -130,6 +130,10 @@ class UpstreamHook:
             # installed send classifies the last response.
             bound_stream(response, self.max_body_bytes, self.max_body_seconds, asynchronous=False)
             return
+        self._raise_final(response)
+
+    def _raise_final(self, response: httpx.Response) -> None:
+        """Read what the bounds allow of an error body, close the response and raise."""
         body = read_bounded(response, self.max_body_bytes, self.max_body_seconds)
         response.close()
         raise self._error(response, body, None, ())
@@ -150,6 +154,10 @@ class UpstreamHook:
         if status in CHALLENGES and _sent_by_installed(response):
             bound_stream(response, self.max_body_bytes, self.max_body_seconds, asynchronous=True)
             return
+        await self._araise_final(response)
+
+    async def _araise_final(self, response: httpx.Response) -> None:
+        """The async twin of :meth:`_raise_final`."""
         body = await aread_bounded(response, self.max_body_bytes, self.max_body_seconds)
         await response.aclose()
         raise self._error(response, body, None, ())
@@ -252,9 +260,9 @@ class _InstalledSend:
                 end_call_secrets(secrets)
         if plain:  # the hook has classified every hop as it came: nothing is left to do
             return response
-        _unmark_redirects(request, response)
-        if response.status_code in CHALLENGES:  # no auth flow answered it
-            self.hook.raise_for_upstream(response)
+        _unmark_copies(request, response)
+        if response.status_code in CHALLENGES:  # no auth flow answered it (whatever marks
+            self.hook._raise_final(response)  # another send of the request left on it)
         if not stream:
             try:  # what httpx's own send does for a body the caller does not stream
                 response.read()
@@ -294,9 +302,9 @@ class _AsyncInstalledSend(_InstalledSend):
                 end_call_secrets(secrets)
         if plain:
             return response
-        _unmark_redirects(request, response)
+        _unmark_copies(request, response)
         if response.status_code in CHALLENGES:
-            await self.hook.araise_for_upstream(response)
+            await self.hook._araise_final(response)
         if not stream:
             try:
                 await response.aread()
@@ -342,13 +350,13 @@ def _unmark(request: httpx.Request) -> None:
         extensions[_MARK] = left
 
 
-def _unmark_redirects(request: httpx.Request, response: httpx.Response) -> None:
-    """Take the mark off the requests httpx made for redirects (copies of ``request``, the
-    marked one): a request reused later, with a plain hook, must get the plain behaviour."""
-    if response.history:
-        for hop in (*response.history, response):
-            if hop.request is not request:
-                hop.request.extensions.pop(_MARK, None)
+def _unmark_copies(request: httpx.Request, response: httpx.Response) -> None:
+    """Take the mark off the requests made from ``request`` during the send (the redirects
+    httpx made, a copy an auth flow sent): one reused later, with a plain hook, must get the
+    plain behaviour."""
+    for hop in (*response.history, response) if response.history else (response,):
+        if hop.request is not request:
+            hop.request.extensions.pop(_MARK, None)
 
 
 def _sent_by_installed(response: httpx.Response) -> bool:
