@@ -7,9 +7,10 @@ secrets it holds but never shows their values or the auth token.
 
 from __future__ import annotations
 
+import html
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
@@ -63,19 +64,42 @@ def secret_values(context: ToolContext) -> tuple[str, ...]:
         found[value] = None
         if _URL_PLAIN.fullmatch(value):  # most keys and tokens: every encoded form is the same
             continue
-        for safe in ("", _PATH_SAFE, _WHATWG_PATH_SAFE, _WHATWG_QUERY_SAFE):
-            # (surrogateescape: a value read from os.environ)
-            found[quote(value, safe=safe, errors="surrogateescape")] = None
-        found[quote_plus(value, errors="surrogateescape")] = None
-        # As ``repr()`` writes it in an exception's text (``KeyError``, ``f"{x!r}"``): its
-        # quotes escaped or not, as the text around it decides; and as JSON writes it in a
-        # body an upstream echoes (a backslash, a quote, a newline escaped).
-        quoted = repr(value + '"')[1:-2]  # (with a '"' in it, repr escapes every "'")
-        for escaped in (quoted, quoted.replace("\\'", "'")):
-            found[escaped] = None
-        for escaped in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
-            found[escaped[1:-1]] = None
+        for form in _escaped_forms(value):
+            found[form] = None
     return tuple(found)
+
+
+def _escaped_forms(value: str) -> Iterator[str]:
+    """``value`` as the code that echoes it may have escaped it: percent-encoded (in a path, in
+    a query, as ``urllib`` and as httpx write them; upper- and lower-case hex); as ``repr()``
+    writes it in an exception's text (``KeyError``, ``f"{x!r}"``: its quotes escaped or not,
+    as the text around it decides; and the ``repr()`` of its bytes); as JSON writers put it in
+    a body an upstream echoes (Python's, with and without ``\\uXXXX`` escapes, in either
+    case; PHP's, which escapes ``/``; Go's, which escapes ``<``, ``>`` and ``&``); and as HTML
+    writes it."""
+    for safe in ("", _PATH_SAFE, _WHATWG_PATH_SAFE, _WHATWG_QUERY_SAFE):
+        # (surrogateescape: a value read from os.environ)
+        encoded = quote(value, safe=safe, errors="surrogateescape")
+        yield encoded
+        yield _PERCENT.sub(lambda escape: escape[0].lower(), encoded)
+    yield quote_plus(value, errors="surrogateescape")
+    quoted = repr(value + '"')[1:-2]  # (with a '"' in it, repr escapes every "'")
+    yield quoted
+    yield quoted.replace("\\'", "'")
+    yield repr(value.encode("utf-8", "surrogateescape") + b'"')[2:-2]
+    for escaped in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
+        yield escaped
+        yield _UNICODE_ESCAPE.sub(lambda escape: escape[0].upper().replace("\\U", "\\u"), escaped)
+        yield escaped.replace("/", "\\/")
+        go = escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        yield go
+        yield go.replace("/", "\\/")
+    yield html.escape(value, quote=True)
+    yield html.escape(value, quote=False)
+
+
+_PERCENT: Final = re.compile("%[0-9A-F]{2}")
+_UNICODE_ESCAPE: Final = re.compile(r"\\u[0-9a-f]{4}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

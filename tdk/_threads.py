@@ -250,11 +250,14 @@ class WorkerThreads:
                 waits = self._local.waits = _Waits()
             job._lent = waits
             if waits.lent:
-                waits.backlog.append(job)  # after the job on its place now
+                # After the job on its place now, or on the pool's own threads once one is free,
+                # whichever comes first (sibling calls may wait for each other).
+                waits.backlog.append(job)
+                self._enqueue(job)
                 return job
             waits.lent = True
             try:
-                self._start(self._work_lent, job)
+                self._start(self._work_lent, job, waits)
             except RuntimeError:  # pragma: no cover (a system out of threads: queue it)
                 waits.lent = False
                 job._lent = None
@@ -316,7 +319,7 @@ class WorkerThreads:
         """Start a thread of the pool's own (lock held). If the system refuses one, the job
         waits for the threads there are; with none, the submitter hears of it."""
         try:
-            self._start(self._work, None)
+            self._start(self._work)
         except RuntimeError:  # pragma: no cover (covered in a subprocess: see the tests)
             if self._threads == 0:
                 raise
@@ -324,10 +327,10 @@ class WorkerThreads:
             return
         self._threads += 1
 
-    def _start(self, target: Callable[[Job | None], None], job: Job | None) -> None:
+    def _start(self, target: Callable[..., None], *args: object) -> None:
         self._started += 1
         threading.Thread(
-            target=target, args=(job,), name=f"tdk-worker-{self._started}", daemon=True
+            target=target, args=args, name=f"tdk-worker-{self._started}", daemon=True
         ).start()
 
     def _next_on_lent_place(self, waits: _Waits) -> None:
@@ -336,10 +339,10 @@ class WorkerThreads:
         waits.lent = False
         while waits.backlog:
             job = waits.backlog.popleft()
-            if job.state is not DROPPED:
+            if job.state is QUEUED:  # (not dropped, nor taken by a thread of the pool's own)
                 waits.lent = True
                 try:
-                    self._start(self._work_lent, job)
+                    self._start(self._work_lent, job, waits)
                 except RuntimeError:  # pragma: no cover (a system out of threads)
                     waits.lent = False
                     job._lent = None
@@ -348,16 +351,18 @@ class WorkerThreads:
                     self._lent += 1
                 return
 
-    def _run(self, job: Job) -> bool:
-        """Run ``job`` unless it was dropped; whether it ran (and was delivered)."""
+    def _run(self, job: Job, lent: _Waits | None) -> bool:
+        """Run ``job`` (on the place ``lent`` lends, or on a thread of the pool's own) unless
+        it was dropped, or another thread took it; whether it ran."""
         with self._lock:
-            if job.state is DROPPED:
+            if job.state is not QUEUED:
                 return False
             job.state = RUNNING
+            job._lent = lent
         job._run()
         return True
 
-    def _work(self, _: Job | None) -> None:
+    def _work(self) -> None:
         """A thread of the pool's own: take jobs, until a lingering body it ran makes it
         surplus."""
         _HERE.blocks += 1  # a body here blocks on the calls it makes
@@ -369,7 +374,7 @@ class WorkerThreads:
             with lock:
                 self._idle -= 1
                 self._queued -= 1
-            if not self._run(job):
+            if not self._run(job, None):
                 continue
             with lock:
                 job.state = FINISHED
@@ -383,28 +388,32 @@ class WorkerThreads:
             if surplus:
                 return
 
-    def _work_lent(self, first: Job | None) -> None:
-        """A thread on a lent place: run its lender's jobs one after the other, then go."""
+    def _work_lent(self, first: Job, waits: _Waits) -> None:
+        """A thread on the place ``waits`` lends: run its lender's jobs one after the other,
+        then go."""
         _HERE.blocks += 1
         job = first
-        while job is not None:
-            waits = job._lent
-            ran = self._run(job)
+        while True:
+            ran = self._run(job, waits)
             with self._lock:
                 if ran:
                     job.state = FINISHED
                     if job.abandoned:
                         self._lingering -= 1
-                if waits is None or job._lent is None:  # its place was given back meanwhile
-                    nxt = None
-                else:
-                    nxt = waits.backlog.popleft() if waits.backlog else None
+                nxt = None
+                if not ran or job._lent is waits:  # (else its place was given back meanwhile)
+                    while waits.backlog and nxt is None:
+                        candidate = waits.backlog.popleft()
+                        if candidate.state is QUEUED:
+                            nxt = candidate
                     if nxt is None:
                         waits.lent = False
                 if nxt is None:
                     self._lent -= 1
             if ran:
                 job._deliver()
+            if nxt is None:
+                return
             job = nxt
 
     def _after_fork(self) -> None:  # pragma: no cover (run in a forked child, see the tests)

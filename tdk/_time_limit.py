@@ -62,7 +62,7 @@ async def await_coroutine(coro: Coroutine[Any, Any, Any], limit: float) -> Any:
         return finished.value
     try:
         async with asyncio.timeout(limit) as scope:
-            driver = _Relinquishing(coro, first, min(limit, MAX_GRACE), scope.expired)
+            driver = _Relinquishing(coro, first, min(limit, MAX_GRACE), _past(scope))
             return await driver
     except TimeoutError:
         if scope.expired():
@@ -75,6 +75,18 @@ async def await_coroutine(coro: Coroutine[Any, Any, Any], limit: float) -> Any:
     # Python 3.11 and 3.12 a TaskGroup that failed in the body leaves one more cancellation
     # request counted on the task (gh-116720). (Raised here: no cancellation as its context.)
     raise _timeout(limit, None)
+
+
+def _past(scope: asyncio.Timeout) -> Callable[[], bool]:
+    """Whether the limit ``scope`` sets has passed: expired, or about to be (its callback
+    cancels the task before it marks itself expired)."""
+    loop = asyncio.get_running_loop()
+    deadline = scope.when()
+
+    def past() -> bool:
+        return scope.expired() or (deadline is not None and loop.time() >= deadline)
+
+    return past
 
 
 def _timeout(limit: float, developer_message: str | None) -> ToolTimeoutError:
@@ -97,7 +109,16 @@ class _Relinquishing:
     the limit can always end.
     """
 
-    __slots__ = ("_cancelled", "_coro", "_expired", "_first", "_grace", "_requests", "_until")
+    __slots__ = (
+        "_cancelled",
+        "_coro",
+        "_expired",
+        "_first",
+        "_grace",
+        "_requests",
+        "_task",
+        "_until",
+    )
 
     def __init__(
         self,
@@ -116,21 +137,20 @@ class _Relinquishing:
         """When the grace ends (loop time)."""
         self._requests = 0
         """The task's count of cancellation requests when the limit's reached the body."""
+        self._task: asyncio.Task[Any] | None = None
 
     def __await__(self) -> Generator[Any, None, Any]:
         coro = self._coro
         throw: BaseException | None = None
         awaited, self._first = self._first, None
-        again = False  # waiting again for what the body awaits (a cancellation went to it)
+        self._task = asyncio.current_task()
         while True:
             try:
                 if throw is not None:
                     awaited = coro.throw(throw)
                     throw = None
-                    again = False
                 elif awaited is _STEP:
                     awaited = coro.send(None)
-                    again = False
             except StopIteration as returned:
                 if self._cancelled is not None:
                     raise self._cancelled from None  # it returned instead of honouring it
@@ -140,7 +160,7 @@ class _Relinquishing:
                 if cancelled is not None and exc is not cancelled and not isinstance(exc, _EXITS):
                     raise cancelled from exc  # a failed cleanup: the cancellation still wins
                 raise
-            if self._cancelled is None and not again and not _proxied(awaited):
+            if self._cancelled is None and not _proxied(awaited):
                 try:  # the common case: the task handles it (and any mistake in it) itself
                     yield awaited
                 except BaseException as exc:  # thrown in by the task
@@ -149,14 +169,9 @@ class _Relinquishing:
                 awaited = _STEP
                 continue
             try:  # a task, a gathering, or any wait within the grace: through our own future
-                ended = yield from _wait_until(awaited, self._until, again)
-            except BaseException as exc:  # thrown in by the task: a cancellation, as a rule
-                # As the task would: the cancellation goes on to what the body awaits, and
-                # the body sees it in that one's outcome; or, if that has already ended (or
-                # will not be cancelled), the body gets it at once.
-                again = isinstance(exc, asyncio.CancelledError) and _cancel(awaited, exc)
-                if not again:
-                    throw = exc
+                ended = yield from _wait_until(awaited, self)
+            except BaseException as exc:  # thrown in by the task: a cancellation that what
+                throw = exc  # the body awaits could not take (it had ended): the body gets it
                 self._heard(exc)
                 continue
             if not ended:
@@ -164,6 +179,15 @@ class _Relinquishing:
                 cancelled = self._cancelled
                 raise cancelled if cancelled is not None else asyncio.CancelledError()
             awaited = _STEP
+
+    def _passed_on(self, waiter: _Waiter, message: Any) -> None:
+        """A cancellation of the task went on to what the body awaits (see :class:`_Waiter`):
+        if it is the limit's (the first to reach the body), the grace starts."""
+        if self._cancelled is None and self._expired():
+            self._cancelled = asyncio.CancelledError(message)
+            self._until = asyncio.get_running_loop().time() + self._grace
+            self._requests = self._task.cancelling() if self._task is not None else 0
+            waiter.expire_at(self._until)
 
     def _heard(self, exc: BaseException) -> None:
         """The task threw ``exc`` in: if it is the limit's cancellation (the first to reach
@@ -217,57 +241,89 @@ def _of_this_loop(future: Any) -> bool:
     return loop is asyncio.get_running_loop()
 
 
-def _cancel(awaited: Any, cancellation: asyncio.CancelledError) -> bool:
-    """Pass the task's cancellation on to what the body awaits, with its message, as the
+def _cancel(awaited: Any, message: Any) -> bool:
+    """Pass a cancellation of the task on to what the body awaits, with its message, as the
     task does; whether that took it (False: it had already ended)."""
     try:
-        return bool(awaited.cancel(msg=cancellation.args[0] if cancellation.args else None))
+        return bool(awaited.cancel(msg=message))
     except Exception:  # a future whose cancel() fails cannot carry the cancellation
         return False
 
 
-def _wait_until(awaited: Any, until: float, again: bool) -> Generator[Any, None, bool]:
-    """Wait for what the body awaits, as the task would, but not past ``until`` (loop time;
-    ``inf``: no end); whether it ended in time. A cancellation of the task is raised (the
-    caller passes it on). ``again``: waiting once more for what was waited for already.
+class _Waiter(asyncio.Future[bool]):
+    """The future of tdk's own that the task waits on instead of what the body awaits; its
+    result says whether that ended (True) or the grace ran out (False).
+
+    A cancellation of the task cancels the future it waits on, at once: this one passes it on
+    to what the body awaits in the same moment, as the task itself would, and the task goes
+    on waiting for that one's outcome (in which the body sees the cancellation). Only when
+    that has already ended is this future cancelled, and the body gets the cancellation."""
+
+    def __init__(self, awaited: Any, driver: _Relinquishing) -> None:
+        super().__init__(loop=asyncio.get_running_loop())
+        self._awaited = awaited
+        self._driver = driver
+        self._timer: asyncio.TimerHandle | None = None
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Cancel what the body awaits, else this future."""
+        if self.done():
+            return False
+        if _cancel(self._awaited, msg):
+            self._driver._passed_on(self, msg)
+            return True
+        return super().cancel(msg=msg)
+
+    def end(self, ended: bool) -> None:
+        """Resolve the wait (once)."""
+        if not self.done():
+            self.set_result(ended)
+
+    def expire_at(self, when: float) -> None:
+        """End the wait, unsuccessfully, at ``when`` (loop time)."""
+        self.stop_timer()
+        self._timer = self.get_loop().call_at(when, self.end, False)
+
+    def stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _wait_until(awaited: Any, driver: _Relinquishing) -> Generator[Any, None, bool]:
+    """Wait for what the body awaits, as the task would, but not past the end of the grace
+    (once the limit's cancellation has reached the body); whether it ended in time. A
+    cancellation of the task that what the body awaits cannot take is raised.
 
     Only what a task needs of a future is used (``add_done_callback``): a future-like object
     of the body's own that works with a plain ``await`` works here too."""
+    until = driver._until
     loop = asyncio.get_running_loop()
     if loop.time() >= until:
         return False
     if awaited is None:  # a bare yield (``asyncio.sleep(0)``): the task steps again at once
         yield None
         return True
-    if not again:
-        if not (
-            getattr(awaited, "_asyncio_future_blocking", None) is True and _of_this_loop(awaited)
-        ):
-            return False  # nothing asyncio would wait for: let go
-        awaited._asyncio_future_blocking = False
-    waiter: asyncio.Future[bool] = loop.create_future()
+    if not (getattr(awaited, "_asyncio_future_blocking", None) is True and _of_this_loop(awaited)):
+        return False  # nothing asyncio would wait for: let go
+    awaited._asyncio_future_blocking = False
+    waiter = _Waiter(awaited, driver)
 
     def ended(_: object) -> None:
-        if not waiter.done():
-            waiter.set_result(True)
-
-    def timed_out() -> None:
-        if not waiter.done():
-            waiter.set_result(False)
+        waiter.end(True)
 
     future = isinstance(awaited, asyncio.Future)
     if future:
         awaited.add_done_callback(ended)
     else:  # as a task adds its own callback (a late call finds the waiter done)
         awaited.add_done_callback(ended, context=contextvars.copy_context())
-    timer = loop.call_at(until, timed_out) if until < math.inf else None
+    if until < math.inf:
+        waiter.expire_at(until)
     try:
         waiter._asyncio_future_blocking = True  # what a future's __await__ sets for the task
         yield waiter
         return waiter.result()
     finally:
-        if timer is not None:
-            timer.cancel()
+        waiter.stop_timer()
         if future:
             awaited.remove_done_callback(ended)
 

@@ -12,10 +12,12 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import gc
+import html
 import json
 import logging
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,6 +26,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Union
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -982,25 +985,59 @@ def test_a_secret_in_a_long_key_of_details_is_redacted_whole() -> None:
     assert "[REDACTED]" in key
 
 
+_ECHOES: Final[dict[str, Callable[[str], BaseException]]] = {
+    "repr": KeyError,
+    "repr-in-text": lambda value: KeyError(f"it's {value}"),
+    "json": lambda value: ValueError(json.dumps({"detail": f"bad {value}"})),
+    "php-json": lambda value: ValueError(json.dumps(value).replace("/", "\\/")),
+    "go-json": lambda value: ValueError(_go_json(value)),
+    "html": lambda value: ValueError(f"<p>{html.escape(value)}</p>"),
+    "url-lower-hex": lambda value: ValueError(re.sub("%[0-9A-F]{2}", _lower, quote(value))),
+    "bytes-repr": lambda value: ValueError(repr(value.encode())),
+}
+
+
+def _go_json(value: str) -> str:
+    """What Go's ``encoding/json`` writes by default (HTML characters escaped)."""
+    escaped = json.dumps(value, ensure_ascii=False)
+    return escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _lower(escape: re.Match[str]) -> str:
+    return escape[0].lower()
+
+
 @pytest.mark.parametrize(
     "secret",
-    ["Xy7\\kLm9PqR2sT5v", "Xy7\"kLm9'PqR2sT5v", "Xy7\nkLm9PqR2sT5v", "Xy7'kLm9\\PqR2sT5v"],
-    ids=["backslash", "both-quotes", "newline", "quote-and-backslash"],
+    [
+        "Xy7\\kLm9PqR2sT5v",
+        "Xy7\"kLm9'PqR2sT5v",
+        "Xy7\nkLm9PqR2sT5v",
+        "Xy7'kLm9\\PqR2sT5v",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYkLm9KEY",
+        "pa55&w0rd<kLm9>xyz",
+        "caf\u00e9-kLm9-s3cr3t",
+    ],
+    ids=[
+        "backslash",
+        "both-quotes",
+        "newline",
+        "quote-and-backslash",
+        "slashes",
+        "amp-lt-gt",
+        "accent",
+    ],
 )
-@pytest.mark.parametrize("how", ["repr", "repr-in-text", "json"])
+@pytest.mark.parametrize("how", list(_ECHOES))
 def test_a_context_secret_is_scrubbed_in_its_escaped_forms(secret: str, how: str) -> None:
-    """A context secret with a backslash, a quote or a newline, shown escaped (as ``repr()``
-    writes it in a ``KeyError``, or JSON in an upstream's echo), is scrubbed too."""
+    """A context secret with characters that writers escape, shown escaped (as ``repr()``
+    writes it in a ``KeyError``, as PHP's, Go's or Python's JSON, HTML or a URL write it in an
+    upstream's echo), is scrubbed too."""
 
     @tool
     def fails(context: ToolContext) -> int:
         """Fail with the secret in the text, escaped."""
-        value = context.secrets["api"]
-        if how == "repr":
-            raise KeyError(value)
-        if how == "repr-in-text":
-            raise KeyError(f"it's {value}")
-        raise ValueError("upstream said " + json.dumps({"detail": f"bad {value}"}))
+        raise _ECHOES[how](context.secrets["api"])
 
     error = run(fails.run({}, context=ToolContext(secrets={"api": secret}))).error
     assert error is not None
@@ -1363,6 +1400,80 @@ def test_a_cancellation_arriving_as_the_awaited_task_ends_reaches_the_body(
 
     run(scenario())
     assert went_on == []
+
+
+def test_a_cancellation_right_after_the_awaited_task_woke_the_body_ends_the_call() -> None:
+    """The caller is cancelled in the loop iteration in which the task its body awaits ends,
+    after the body was woken: limited or not, the call ends cancelled. (Under a limit the body
+    resumes one iteration later, as docs/execution.md says, so the cancellation reaches it
+    before it goes on.)"""
+
+    async def outcome(limit: float | None) -> tuple[str, list[bool]]:
+        went_on: list[bool] = []
+
+        async def quick() -> int:
+            await asyncio.sleep(0.01)
+            return 42
+
+        inner = asyncio.create_task(quick())
+
+        async def waits() -> int:
+            """Await a task, then go on."""
+            value = await inner
+            went_on.append(True)
+            await asyncio.sleep(0)
+            return value
+
+        body = tool(waits) if limit is None else tool(timeout=limit)(waits)
+        call = asyncio.create_task(body.run({}))
+        await asyncio.sleep(0)  # the body waits for the task first: it is woken first
+        inner.add_done_callback(lambda _: call.cancel())
+        try:
+            result = await call
+        except asyncio.CancelledError:
+            return "cancelled", went_on
+        return f"returned {result.value}", went_on
+
+    async def both() -> list[tuple[str, list[bool]]]:
+        return [await outcome(None), await outcome(30.0)]
+
+    plain, limited = run(both())
+    assert plain == ("cancelled", [True])
+    assert limited == ("cancelled", [])
+
+
+@pytest.mark.parametrize("limit", [None, 30.0], ids=["no-limit", "limited"])
+def test_a_cancellation_reaches_the_awaited_task_before_it_starts(limit: float | None) -> None:
+    """The caller is cancelled right after the body's first step, while the task it awaits has
+    not started: that task is cancelled before it runs, limited or not (a task that started
+    could catch the cancellation and hand the body a value)."""
+    started: list[bool] = []
+
+    async def child() -> int:
+        started.append(True)
+        try:
+            await asyncio.sleep(1)
+        except asyncio.CancelledError:
+            return 9  # what a task that had started could do
+        return 3
+
+    @tool
+    async def waits() -> int:
+        """Await a child task."""
+        return await asyncio.create_task(child())
+
+    async def scenario() -> str:
+        call = asyncio.create_task(waits.run({}, timeout=limit))
+        await asyncio.sleep(0)  # the body has made its first step
+        call.cancel()
+        try:
+            await call
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "returned"
+
+    assert run(scenario()) == "cancelled"
+    assert started == []
 
 
 def test_an_anyio_cancel_scope_in_the_body_ends_its_wait_on_a_task() -> None:

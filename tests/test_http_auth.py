@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import zlib
 from collections.abc import AsyncGenerator, Generator, Iterator
 from typing import Any
@@ -537,6 +538,101 @@ def test_a_401_to_one_of_two_sends_of_one_request_is_an_auth_error() -> None:
         async with tdk.http.install(httpx.AsyncClient(transport=transport)) as client:
             request = client.build_request("GET", URL)
             sends = [client.send(request, auth=httpx.DigestAuth("a", "b")) for _ in range(2)]
+            outcomes = await asyncio.gather(*sends, return_exceptions=True)
+        return [type(outcome).__name__ for outcome in outcomes]
+
+    assert asyncio.run(both()) == ["UpstreamAuthError", "UpstreamAuthError"]
+
+
+class Handshake(httpx.Auth):
+    """A flow that answers each challenge with a request of its own making (a handshake in
+    legs): the hop of every request it sends is the flow's to answer."""
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        response = yield request
+        while response.status_code == 401 and "next=" in response.headers.get(
+            "WWW-Authenticate", ""
+        ):
+            leg = response.headers["WWW-Authenticate"].split("next=")[1]
+            headers = {**request.headers, "Authorization": leg}
+            response = yield httpx.Request(request.method, request.url, headers=headers)
+
+
+def handshake_api(request: httpx.Request) -> httpx.Response:
+    leg = request.headers.get("Authorization", "")
+    if leg == "leg2":
+        return httpx.Response(200, json={"user": "ann"})
+    following = "leg2" if leg == "leg1" else "leg1"
+    return httpx.Response(401, headers={"WWW-Authenticate": f"Handshake next={following}"})
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_flow_answering_with_requests_of_its_own_gets_its_answer(flavour: str) -> None:
+    """A flow whose every leg is a new request gets each challenge to answer, and ends with
+    the upstream's answer; the requests it made keep no mark."""
+    if flavour == "sync":
+        with sync_client(handshake_api) as client:
+            response = client.get(URL, auth=Handshake())
+    else:
+
+        async def get() -> httpx.Response:
+            async with async_client(handshake_api) as client:
+                return await client.get(URL, auth=Handshake())
+
+        response = asyncio.run(get())
+    assert response.json() == {"user": "ann"}
+    assert all("tdk.installed_send" not in hop.request.extensions for hop in response.history)
+
+
+def test_a_plain_sync_send_of_a_request_another_send_marks_still_raises() -> None:
+    """The same with a sync client, the two sends in two threads."""
+    arrivals: list[int] = []
+    lock = threading.Lock()
+
+    def refuses_later(request: httpx.Request) -> httpx.Response:
+        with lock:
+            arrivals.append(1)
+            first = len(arrivals) == 1
+        time.sleep(0.2 if first else 0.01)  # the flow's send arrives first, is answered last
+        return refuses(request)
+
+    outcomes: list[str] = []
+    with sync_client(refuses_later) as client:
+        request = client.build_request("GET", URL)
+
+        def send(**options: Any) -> None:
+            try:
+                client.send(request, **options)
+                outcomes.append("returned")
+            except UpstreamAuthError:
+                outcomes.append("UpstreamAuthError")
+
+        flow = threading.Thread(target=send, kwargs={"auth": httpx.DigestAuth("a", "b")})
+        flow.start()
+        while not arrivals:
+            time.sleep(0.001)
+        send()
+        flow.join(10)
+    assert outcomes == ["UpstreamAuthError", "UpstreamAuthError"]
+
+
+def test_a_plain_send_of_a_request_another_send_marks_still_raises() -> None:
+    """The same request sent at once through an auth flow and by a plain send: the plain
+    send's 401 raises (the other send's mark defers only that send's hops)."""
+
+    async def both() -> list[str]:
+        arrivals = 0
+
+        async def refuses_later(request: httpx.Request) -> httpx.Response:
+            nonlocal arrivals
+            arrivals += 1  # the flow's send arrives first, and is answered last
+            await asyncio.sleep(0.05 if arrivals == 1 else 0.01)
+            return refuses(request)
+
+        transport = httpx.MockTransport(refuses_later)
+        async with tdk.http.install(httpx.AsyncClient(transport=transport)) as client:
+            request = client.build_request("GET", URL)
+            sends = [client.send(request, auth=httpx.DigestAuth("a", "b")), client.send(request)]
             outcomes = await asyncio.gather(*sends, return_exceptions=True)
         return [type(outcome).__name__ for outcome in outcomes]
 

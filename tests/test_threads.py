@@ -250,6 +250,37 @@ def test_a_body_waiting_for_several_jobs_at_once_gets_them_all() -> None:
     _wait_until(lambda: pool.stats() == {"threads": 1, "lent": 0, "lingering": 0})
 
 
+def test_sibling_calls_that_wait_for_each_other_both_run() -> None:
+    """A body whose two calls wait for each other (a consumer and its producer), the pool
+    full when it makes them: the one that waits behind the other on the lent place is taken
+    by the pool's own thread once that one is free."""
+    pool = WorkerThreads(max_workers=2)
+    produced = threading.Event()
+    filler_started = threading.Event()
+
+    def filler() -> None:
+        filler_started.set()
+        time.sleep(0.2)
+
+    def outer() -> list[bool]:
+        async def nested() -> list[bool]:
+            consumer = pool.submit(lambda: produced.wait(20))
+            producer = pool.submit(produced.set)
+            await asyncio.wait_for(asyncio.gather(consumer.future, producer.future), 30)
+            return [consumer.outcome(), producer.outcome() is None]
+
+        filler_started.wait(10)  # the pool is full when the calls are made
+        return asyncio.run(nested())
+
+    async def scenario() -> Any:
+        jobs = [pool.submit(outer), pool.submit(filler)]
+        await asyncio.wait_for(asyncio.gather(*(job.future for job in jobs)), 30)
+        return jobs[0].outcome()
+
+    assert asyncio.run(scenario()) == [True, True]
+    _wait_until(lambda: pool.stats() == {"threads": 2, "lent": 0, "lingering": 0})
+
+
 def test_a_job_a_body_left_behind_still_runs() -> None:
     """A body that submits a job and ends without waiting for it (its loop closes first):
     the job still runs, and the place it was lent goes away after."""

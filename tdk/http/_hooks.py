@@ -20,7 +20,7 @@ import importlib.util
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable
 from contextvars import Token
 from dataclasses import dataclass
 from datetime import datetime
@@ -247,9 +247,7 @@ class _InstalledSend:
     def __call__(
         self, request: httpx.Request, *, stream: bool = False, **options: Any
     ) -> httpx.Response:
-        plain = self.hook.check_body is None and not _may_answer(self.send, options)
-        if not plain:
-            _mark(request)
+        plain = _prepare(self.hook, self.send, request, options)
         secrets = _logged_secrets(request)
         try:
             response: httpx.Response = self.send(request, stream=stream or not plain, **options)
@@ -258,7 +256,9 @@ class _InstalledSend:
                 _unmark(request)
             if secrets is not None:
                 end_call_secrets(secrets)
-        if plain:  # the hook has classified every hop as it came: nothing is left to do
+        if plain:  # the hook has classified every hop as it came (but a 401 another send of
+            if response.status_code in CHALLENGES:  # the same request deferred)
+                self.hook._raise_final(response)
             return response
         _unmark_copies(request, response)
         if response.status_code in CHALLENGES:  # no auth flow answered it (whatever marks
@@ -287,9 +287,7 @@ class _AsyncInstalledSend(_InstalledSend):
     async def _send(
         self, request: httpx.Request, stream: bool, options: dict[str, Any]
     ) -> httpx.Response:
-        plain = self.hook.check_body is None and not _may_answer(self.send, options)
-        if not plain:
-            _mark(request)
+        plain = _prepare(self.hook, self.send, request, options)
         secrets = _logged_secrets(request)
         try:
             response: httpx.Response = await self.send(
@@ -301,6 +299,8 @@ class _AsyncInstalledSend(_InstalledSend):
             if secrets is not None:
                 end_call_secrets(secrets)
         if plain:
+            if response.status_code in CHALLENGES:
+                await self.hook._araise_final(response)
             return response
         _unmark_copies(request, response)
         if response.status_code in CHALLENGES:
@@ -316,20 +316,84 @@ class _AsyncInstalledSend(_InstalledSend):
         return response
 
 
-def _may_answer(send: Any, options: dict[str, Any]) -> bool:
-    """Whether the auth of a send may answer a challenge with a second request. No auth,
-    Basic credentials (a tuple, ``httpx.BasicAuth``, the URL's), a callable and
-    ``httpx.NetRCAuth`` send their request once: the hook then classifies a 401 at once,
-    and the send is httpx's own. Anything else (``httpx.DigestAuth``, a flow of the user's,
-    an ``httpx2`` auth) may."""
+def _prepare(
+    hook: UpstreamHook, send: Any, request: httpx.Request, options: dict[str, Any]
+) -> bool:
+    """Get a send ready; whether it is plain (httpx's own, untouched: no auth flow can answer
+    a challenge, and no body check is set). Otherwise the request is marked, and an httpx auth
+    flow that may answer is wrapped so that each request it sends is marked too."""
+    auth = _answering_auth(send, options)
+    if auth is None and hook.check_body is None:
+        return True
+    _mark(request)
+    if isinstance(auth, httpx.Auth):
+        options["auth"] = _MarkingAuth(auth)
+    return False
+
+
+def _answering_auth(send: Any, options: dict[str, Any]) -> Any:
+    """The auth of a send if it may answer a challenge with a second request, else None. No
+    auth, Basic credentials (a tuple, ``httpx.BasicAuth``, the URL's), a callable and
+    ``httpx.NetRCAuth`` send their request once: the hook then classifies a 401 at once, and
+    the send is httpx's own. Anything else (``httpx.DigestAuth``, a flow of the user's, an
+    ``httpx2`` auth) may."""
     auth = options.get("auth", httpx.USE_CLIENT_DEFAULT)
     if auth is httpx.USE_CLIENT_DEFAULT:
         auth = getattr(getattr(send, "__self__", None), "auth", None)
     if auth is None or isinstance(auth, tuple):
-        return False
+        return None
     if isinstance(auth, httpx.Auth):
-        return type(auth) not in _ONE_SHOT_AUTHS
-    return not callable(auth)
+        return None if type(auth) in _ONE_SHOT_AUTHS else auth
+    return None if callable(auth) else auth
+
+
+class _MarkingAuth(httpx.Auth):
+    """Runs the flow of ``auth`` and marks every request it sends while it runs: a flow may
+    answer a challenge with a request of its own making, whose hop the hook must leave to it
+    too. The marks come off when the flow ends."""
+
+    def __init__(self, auth: httpx.Auth) -> None:
+        self._auth = auth
+
+    def sync_auth_flow(
+        self, request: httpx.Request
+    ) -> Generator[httpx.Request, httpx.Response, None]:
+        """The wrapped flow, each request marked."""
+        flow = self._auth.sync_auth_flow(request)
+        marked: list[httpx.Request] = []
+        try:
+            sent = next(flow)
+            while True:
+                _mark(sent)
+                marked.append(sent)
+                response = yield sent
+                sent = flow.send(response)
+        except StopIteration:
+            return
+        finally:
+            for sent in marked:
+                _unmark(sent)
+            flow.close()
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        """The async twin of :meth:`sync_auth_flow`."""
+        flow = self._auth.async_auth_flow(request)
+        marked: list[httpx.Request] = []
+        try:
+            sent = await anext(flow)
+            while True:
+                _mark(sent)
+                marked.append(sent)
+                response = yield sent
+                sent = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            for sent in marked:
+                _unmark(sent)
+            await flow.aclose()
 
 
 #: ``httpx`` auth types whose flow sends its request once.
