@@ -12,10 +12,11 @@ Everything tdk writes for a model, a developer or a log passes through :func:`re
 
 from __future__ import annotations
 
-import functools
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar, Token
+from itertools import compress
 from typing import Final
 from urllib.parse import unquote, unquote_plus
 
@@ -363,8 +364,8 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
     UTF-8, as every JSON writer and log handler needs.
     """
     ambient = _CALL_SECRETS.get()
-    if ambient:
-        secrets = (*secrets, *ambient)
+    if ambient and secrets is not ambient:  # (the same tuple: the running call's own)
+        secrets = (*secrets, *ambient) if secrets else ambient
     if secrets:  # exact values first, over the whole text (nothing is cut yet)
         text = _scrub_exact(text, secrets)
     if limit is not None and len(text) > limit:
@@ -378,82 +379,104 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-#: Above this many (secrets x characters of text), :func:`_scrub_exact` makes one pass over the
-#: text instead of one search per secret: a request may carry thousands of credentials (a long
-#: query of ``token=`` pairs), and searching 64 KiB of text once for each of 5,000 took a third
-#: of a second. Below it, ``str``'s own search is the faster (a few ms at the bound).
-_SEARCH_WORK: Final = 50_000_000
+#: Occurrences of secrets collected at most before the one pass takes over (a secret that
+#: repeats itself, in a text that repeats it, occurs at every position).
+_MAX_SPANS: Final = 100_000
 
 
 def _scrub_exact(text: str, secrets: Iterable[str]) -> str:
-    """Every occurrence of every secret (of at least ``SHORTEST_EXACT_SECRET`` characters)
-    replaced, longest first. Which secrets occur is found by ``str``'s own search (in C: a
-    thousand secrets in 64 KB of text cost milliseconds), then one ``str.replace`` each; past
-    that much work, by one pass over the text for all of them (:func:`_scrub_many`)."""
+    """Every character covered by an occurrence of a secret (of at least
+    ``SHORTEST_EXACT_SECRET`` characters) replaced, each run of them (overlapping occurrences,
+    of one secret or of several) by one marker.
+
+    Which secrets occur is found with ``str``'s own search (in C), one secret after the other;
+    or, where that would cost more (very many secrets, a long text), in one pass over the text
+    with an index of the secrets (:func:`_scrub_many`), whose building is paid once for the
+    secrets of a call."""
     size = len(text)
-    exact = [
-        s
-        for s in secrets
-        if isinstance(s, str) and SHORTEST_EXACT_SECRET <= len(s) <= size  # (longer: absent)
-    ]
-    if len(exact) * size > _SEARCH_WORK:
-        return _scrub_many(text, frozenset(exact))
-    found = [secret for secret in exact if secret in text]
-    for secret in sorted(found, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return text
+    if not isinstance(secrets, tuple):
+        secrets = tuple(secrets)
+    # Estimated nanoseconds: a search per secret (a call, the preparing of a long secret, a
+    # scan in C: about 1 us, plus 1 ns per 4 characters), against one pass in Python (and the
+    # index, if not built yet).
+    search_cost = len(secrets) * (1_000 + size // 4)
+    pass_cost = size * 150 + (0 if _kept_index(secrets) else len(secrets) * 1_000)
+    if pass_cost < search_cost:
+        return _scrub_many(text, secrets)
+    try:  # which occur, searched for in C (map and compress call str's own search)
+        found = [
+            s
+            for s in compress(secrets, map(text.__contains__, secrets))
+            if len(s) >= SHORTEST_EXACT_SECRET
+        ]
+    except TypeError:  # something that is not text among them
+        found = [
+            s
+            for s in secrets
+            if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET and s in text
+        ]
+    if not found:
+        return text
+    spans: list[Span] = []
+    for secret in found:
+        start = text.find(secret)
+        while start >= 0:
+            spans.append((start, start + len(secret)))
+            if len(spans) > _MAX_SPANS:
+                return _scrub_many(text, secrets)
+            start = text.find(secret, start + 1)
+    return _replace(text, spans)
 
 
-@functools.lru_cache(maxsize=8)
-def _automaton(secrets: frozenset[str]) -> tuple[list[dict[str, int]], list[int], list[int]]:
-    """The Aho-Corasick automaton of ``secrets``: goto, failure links, and for each node the
-    length of the longest secret ending there."""
-    # The trie of the secrets; ``longest[node]``: the longest secret ending at ``node``.
-    goto: list[dict[str, int]] = [{}]
-    longest = [0]
-    for secret in secrets:
-        node = 0
-        for char in secret:
-            child = goto[node].get(char)
-            if child is None:
-                child = len(goto)
-                goto[node][char] = child
-                goto.append({})
-                longest.append(0)
-            node = child
-        longest[node] = len(secret)
-    # Failure links, breadth first: the longest proper suffix of a node's text in the trie.
-    fail = [0] * len(goto)
-    queue = list(goto[0].values())
-    for node in queue:  # (the list grows as it is walked)
-        for char, child in goto[node].items():
-            queue.append(child)
-            back = fail[node]
-            while back and char not in goto[back]:
-                back = fail[back]
-            fail[child] = goto[back].get(char, 0)
-            longest[child] = max(longest[child], longest[fail[child]])
-    return goto, fail, longest
+def _scrub_many(text: str, secrets: tuple[str, ...]) -> str:
+    """The same as :func:`_scrub_exact`, in one pass over the text: each position's first
+    characters are looked up in an index of the secrets (built once for the tuple of secrets
+    of a call, and kept for the texts that follow), and the secrets found there confirmed in
+    place."""
+    width, index = _index_of(secrets)
+    spans: list[Span] = []
+    get = index.get
+    for position in range(len(text) - width + 1):
+        candidates = get(text[position : position + width])
+        if candidates is not None:
+            for secret in candidates:  # longest first: it covers the others found here
+                if text.startswith(secret, position):
+                    spans.append((position, position + len(secret)))
+                    break
+    return _replace(text, spans) if spans else text
 
 
-def _scrub_many(text: str, secrets: frozenset[str]) -> str:
-    """Every character covered by an occurrence of a secret replaced, each run of them (of
-    overlapping occurrences) by one marker, in a single pass: Aho-Corasick, in time linear in
-    the length of the text, however many secrets there are (the automaton of a set of secrets
-    is built once, and kept for the texts that follow)."""
-    goto, fail, longest = _automaton(secrets)
-    runs: list[Span] = []
-    node = 0
-    for index, char in enumerate(text):
-        while node and char not in goto[node]:
-            node = fail[node]
-        node = goto[node].get(char, 0)
-        if longest[node]:
-            start = index + 1 - longest[node]
-            while runs and runs[-1][1] > start:  # overlaps the run before: one run
-                start = min(start, runs.pop()[0])
-            runs.append((start, index + 1))
-    return _replace(text, runs) if runs else text
+#: Index = (width, secrets by their first ``width`` characters, longest first in each group).
+_Index = tuple[int, dict[str, tuple[str, ...]]]
+#: The indexes of the last few tuples of secrets, by identity (each with its tuple, which
+#: keeps the identity from being reused).
+_INDEXES: dict[int, tuple[tuple[str, ...], _Index]] = {}
+_KEPT_INDEXES: Final = 4
+_INDEXES_LOCK: Final = threading.Lock()
+
+
+def _kept_index(secrets: tuple[str, ...]) -> _Index | None:
+    kept = _INDEXES.get(id(secrets))
+    return kept[1] if kept is not None and kept[0] is secrets else None  # (a reused id: None)
+
+
+def _index_of(secrets: tuple[str, ...]) -> _Index:
+    """The index of ``secrets``: the secrets of at least ``SHORTEST_EXACT_SECRET``
+    characters by their first ``width`` (the shortest one's length, at most 16)."""
+    kept = _kept_index(secrets)
+    if kept is not None:
+        return kept
+    usable = [s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET]
+    width = min(16, min((len(s) for s in usable), default=SHORTEST_EXACT_SECRET))
+    groups: dict[str, list[str]] = {}
+    for secret in usable:
+        groups.setdefault(secret[:width], []).append(secret)
+    index = (width, {head: tuple(sorted(g, key=len, reverse=True)) for head, g in groups.items()})
+    with _INDEXES_LOCK:  # (worker threads redact too)
+        if len(_INDEXES) >= _KEPT_INDEXES:
+            _INDEXES.pop(next(iter(_INDEXES)))  # the oldest
+        _INDEXES[id(secrets)] = (secrets, index)
+    return index
 
 
 def _redact_head(text: str, limit: int) -> str:

@@ -115,6 +115,7 @@ class _Relinquishing:
         "_expired",
         "_first",
         "_grace",
+        "_outside",
         "_requests",
         "_task",
         "_until",
@@ -138,6 +139,9 @@ class _Relinquishing:
         self._requests = 0
         """The task's count of cancellation requests when the limit's reached the body."""
         self._task: asyncio.Task[Any] | None = None
+        self._outside = False
+        """Whether a cancellation that is not the limit's reached the body (or what it
+        awaits) and the body has not stepped past it: a caller's, in flight."""
 
     def __await__(self) -> Generator[Any, None, Any]:
         coro = self._coro
@@ -149,8 +153,10 @@ class _Relinquishing:
                 if throw is not None:
                     awaited = coro.throw(throw)
                     throw = None
+                    self._outside = False  # it stepped past the cancellation
                 elif awaited is _STEP:
                     awaited = coro.send(None)
+                    self._outside = False
             except StopIteration as returned:
                 if self._cancelled is not None:
                     raise self._cancelled from None  # it returned instead of honouring it
@@ -181,22 +187,27 @@ class _Relinquishing:
             awaited = _STEP
 
     def _passed_on(self, waiter: _Waiter, message: Any) -> None:
-        """A cancellation of the task went on to what the body awaits (see :class:`_Waiter`):
-        if it is the limit's (the first to reach the body), the grace starts."""
-        if self._cancelled is None and self._expired():
-            self._cancelled = asyncio.CancelledError(message)
-            self._until = asyncio.get_running_loop().time() + self._grace
-            self._requests = self._task.cancelling() if self._task is not None else 0
+        """A cancellation of the task went on to what the body awaits (see :class:`_Waiter`)."""
+        if self._note(asyncio.CancelledError(message)):
             waiter.expire_at(self._until)
 
     def _heard(self, exc: BaseException) -> None:
-        """The task threw ``exc`` in: if it is the limit's cancellation (the first to reach
-        the body), the grace starts."""
-        if self._cancelled is None and isinstance(exc, asyncio.CancelledError) and self._expired():
-            self._cancelled = exc
-            self._until = asyncio.get_running_loop().time() + self._grace
-            task = asyncio.current_task()
-            self._requests = task.cancelling() if task is not None else 0
+        """The task threw ``exc`` in."""
+        if isinstance(exc, asyncio.CancelledError):
+            self._note(exc)
+
+    def _note(self, cancellation: asyncio.CancelledError) -> bool:
+        """A cancellation reached the body (or what it awaits): a caller's before the limit,
+        or the limit's, whose first arrival starts the grace (then True)."""
+        if not self._expired():
+            self._outside = True
+            return False
+        if self._cancelled is not None:  # a further one, in the grace
+            return False
+        self._cancelled = cancellation
+        self._until = asyncio.get_running_loop().time() + self._grace
+        self._requests = self._task.cancelling() if self._task is not None else 0
+        return True
 
     def only_the_limit(self, cancellation: BaseException) -> bool:
         """Whether ``cancellation``, leaving the limit's scope, is the limit's own, and no
@@ -204,6 +215,7 @@ class _Relinquishing:
         task = asyncio.current_task()
         return (
             cancellation is self._cancelled
+            and not self._outside
             and task is not None
             and task.cancelling() == self._requests - 1
         )

@@ -1476,6 +1476,39 @@ def test_a_cancellation_reaches_the_awaited_task_before_it_starts(limit: float |
     assert started == []
 
 
+@pytest.mark.parametrize("limit", [None, 0.2], ids=["no-limit", "limited"])
+def test_a_caller_cancelled_before_the_limit_ends_cancelled_however_long_the_cleanup(
+    limit: float | None,
+) -> None:
+    """The caller is cancelled well before the limit, and the gathering its body awaits takes
+    longer than the limit to honour that: the call ends cancelled (not a timeout)."""
+
+    async def slow_to_honour() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.5)  # a long cleanup, past the limit and its grace
+            raise
+
+    @tool
+    async def waits() -> int:
+        """Await a gathering."""
+        await asyncio.gather(slow_to_honour(), slow_to_honour())
+        return 1
+
+    async def scenario() -> str:
+        call = asyncio.create_task(waits.run({}, timeout=limit))
+        await asyncio.sleep(0.05)
+        call.cancel()
+        try:
+            result = await call
+        except asyncio.CancelledError:
+            return "cancelled"
+        return str(result.kind)
+
+    assert run(scenario()) == "cancelled"
+
+
 def test_an_anyio_cancel_scope_in_the_body_ends_its_wait_on_a_task() -> None:
     """An anyio scope (which cancels its task again on every loop iteration until the scope
     is left) around ``await task`` in a limited body ends the wait at the scope's deadline,

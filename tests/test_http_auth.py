@@ -637,3 +637,49 @@ def test_a_plain_send_of_a_request_another_send_marks_still_raises() -> None:
         return [type(outcome).__name__ for outcome in outcomes]
 
     assert asyncio.run(both()) == ["UpstreamAuthError", "UpstreamAuthError"]
+
+
+class SignsTheChallenge(httpx.Auth):
+    """A flow that answers with the length of the challenge's whole body (it asks httpx for
+    the body: ``requires_response_body``)."""
+
+    requires_response_body = True
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        response = yield request
+        if response.status_code == 401:
+            self.seen.append(len(response.content))
+            request.headers["Authorization"] = f"Sig {len(response.content)}"
+            yield request
+
+
+CHALLENGE = b"nonce:" + b"c" * 100_000
+
+
+def signed_api(request: httpx.Request) -> httpx.Response:
+    if request.headers.get("Authorization") == f"Sig {len(CHALLENGE)}":
+        return httpx.Response(200, json={"user": "ann"})
+    headers = {"WWW-Authenticate": "Sig"}
+    return httpx.Response(401, headers=headers, stream=httpx.ByteStream(CHALLENGE))
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_flow_that_reads_its_challenges_gets_them_whole(flavour: str) -> None:
+    """A flow that asks for the body of the challenges it answers gets it whole, as without
+    tdk (the hook's bound applies to the bodies httpx reads for nobody)."""
+    auth = SignsTheChallenge()
+    if flavour == "sync":
+        with sync_client(signed_api) as client:
+            response = client.get(URL, auth=auth)
+    else:
+
+        async def get() -> httpx.Response:
+            async with async_client(signed_api) as client:
+                return await client.get(URL, auth=auth)
+
+        response = asyncio.run(get())
+    assert response.json() == {"user": "ann"}
+    assert auth.seen == [len(CHALLENGE)]

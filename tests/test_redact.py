@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tdk._redact import REDACTED, call_secrets, end_call_secrets, redact_text, redact_url
@@ -346,3 +348,34 @@ def test_redact_url_scrubs_exact_secrets_anywhere() -> None:
     finally:
         end_call_secrets(token)
     assert shown == "https://h/p/[REDACTED]?q=[REDACTED]&city=Oslo&note=[REDACTED]"
+
+
+@pytest.mark.parametrize(
+    ("text", "secrets"),
+    [
+        pytest.param(
+            "key Alpha-Secret-Prefix-0123456789-Tail-Beta-Secret-Suffix-XYZ end",
+            ["Alpha-Secret-Prefix-0123456789", "0123456789-Tail-Beta-Secret-Suffix-XYZ"],
+            id="two-secrets-overlap",
+        ),
+        pytest.param("id abcabcabcabc end", ["abcabcabc"], id="a-secret-overlaps-itself"),
+        pytest.param(
+            "x Outer-secret-with-Inner-secret-in-it y",
+            ["Outer-secret-with-Inner-secret-in-it", "Inner-secret"],
+            id="one-inside-another",
+        ),
+    ],
+)
+def test_overlapping_occurrences_of_secrets_are_redacted_whole(
+    text: str, secrets: list[str]
+) -> None:
+    """Secrets whose occurrences overlap (two of them, or one with itself) leave no character
+    of either: the run they cover is replaced as one."""
+    first, *_, last = text.split()
+    assert redact_text(text, secrets).split() == [first, REDACTED, last]
+
+
+def test_items_that_are_not_text_among_secrets_are_ignored() -> None:
+    """A number or None among the secrets is skipped; the text secrets are still scrubbed."""
+    secrets: list[Any] = ["tok-4f9a1c7e", 12345, None, b"bytes-secret"]
+    assert redact_text("key tok-4f9a1c7e 12345", secrets) == f"key {REDACTED} 12345"

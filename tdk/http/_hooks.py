@@ -56,6 +56,9 @@ CHALLENGES: Final = frozenset({401, 407})
 #: fetched in an auth flow) keeps the hook's plain behaviour. (A mark in the request, not a
 #: context variable: setting one around httpx's send cost more than the rest of the wrapper.)
 _MARK: Final = "tdk.installed_send"
+#: The key under which a flow that reads the body of the challenges it answers
+#: (``requires_response_body``) marks its requests: the hook leaves those bodies whole.
+_READS: Final = "tdk.flow_reads_body"
 
 
 class HookedClient(Protocol):
@@ -126,9 +129,12 @@ class UpstreamHook:
                 self._check_success(response)
             return
         if status in CHALLENGES and _sent_by_installed(response):
-            # An auth flow may answer it (httpx then reads its body, within our bounds); the
-            # installed send classifies the last response.
-            bound_stream(response, self.max_body_bytes, self.max_body_seconds, asynchronous=False)
+            # An auth flow may answer it (httpx then reads its body, within our bounds, unless
+            # the flow reads it itself); the installed send classifies the last response.
+            if not _read_by_flow(response):
+                bound_stream(
+                    response, self.max_body_bytes, self.max_body_seconds, asynchronous=False
+                )
             return
         self._raise_final(response)
 
@@ -152,7 +158,10 @@ class UpstreamHook:
                 self._check_success(response)
             return
         if status in CHALLENGES and _sent_by_installed(response):
-            bound_stream(response, self.max_body_bytes, self.max_body_seconds, asynchronous=True)
+            if not _read_by_flow(response):
+                bound_stream(
+                    response, self.max_body_bytes, self.max_body_seconds, asynchronous=True
+                )
             return
         await self._araise_final(response)
 
@@ -364,15 +373,13 @@ class _MarkingAuth(httpx.Auth):
         try:
             sent = next(flow)
             while True:
-                _mark(sent)
-                marked.append(sent)
+                self._mark(sent, marked)
                 response = yield sent
                 sent = flow.send(response)
         except StopIteration:
             return
         finally:
-            for sent in marked:
-                _unmark(sent)
+            self._unmark(marked)
             flow.close()
 
     async def async_auth_flow(
@@ -384,34 +391,44 @@ class _MarkingAuth(httpx.Auth):
         try:
             sent = await anext(flow)
             while True:
-                _mark(sent)
-                marked.append(sent)
+                self._mark(sent, marked)
                 response = yield sent
                 sent = await flow.asend(response)
         except StopAsyncIteration:
             return
         finally:
-            for sent in marked:
-                _unmark(sent)
+            self._unmark(marked)
             await flow.aclose()
+
+    def _mark(self, sent: httpx.Request, marked: list[httpx.Request]) -> None:
+        _mark(sent)
+        if self._auth.requires_response_body:
+            _mark(sent, _READS)
+        marked.append(sent)
+
+    def _unmark(self, marked: list[httpx.Request]) -> None:
+        for sent in marked:
+            _unmark(sent)
+            if self._auth.requires_response_body:
+                _unmark(sent, _READS)
 
 
 #: ``httpx`` auth types whose flow sends its request once.
 _ONE_SHOT_AUTHS: Final = frozenset({httpx.Auth, httpx.BasicAuth, httpx.NetRCAuth, FunctionAuth})
 
 
-def _mark(request: httpx.Request) -> None:
+def _mark(request: httpx.Request, key: str = _MARK) -> None:
     """Mark ``request`` (and so its redirects) as sent by an installed send: a count, for the
     same request may be sent by several at once."""
     extensions = request.extensions
-    extensions[_MARK] = extensions.get(_MARK, 0) + 1
+    extensions[key] = extensions.get(key, 0) + 1
 
 
-def _unmark(request: httpx.Request) -> None:
+def _unmark(request: httpx.Request, key: str = _MARK) -> None:
     extensions = request.extensions
-    left = extensions.pop(_MARK, 1) - 1
+    left = extensions.pop(key, 1) - 1
     if left > 0:
-        extensions[_MARK] = left
+        extensions[key] = left
 
 
 def _unmark_copies(request: httpx.Request, response: httpx.Response) -> None:
@@ -421,6 +438,13 @@ def _unmark_copies(request: httpx.Request, response: httpx.Response) -> None:
     for hop in (*response.history, response) if response.history else (response,):
         if hop.request is not request:
             hop.request.extensions.pop(_MARK, None)
+            hop.request.extensions.pop(_READS, None)
+
+
+def _read_by_flow(response: httpx.Response) -> bool:
+    """Whether the auth flow that sent the request of ``response`` reads the body of the
+    challenges it answers (``requires_response_body``): it gets them whole, as without tdk."""
+    return _READS in response.request.extensions
 
 
 def _sent_by_installed(response: httpx.Response) -> bool:
