@@ -381,7 +381,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Occurrences of secrets collected at most before the one pass takes over (a secret that
 #: repeats itself, in a text that repeats it, occurs at every position).
-_MAX_SPANS: Final = 100_000
+_MAX_SPANS: Final = 20_000
 
 
 def _scrub_exact(text: str, secrets: Iterable[str]) -> str:
