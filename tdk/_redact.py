@@ -379,104 +379,202 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-#: Occurrences of secrets collected at most before the one pass takes over (a secret that
-#: repeats itself, in a text that repeats it, occurs at every position).
-_MAX_SPANS: Final = 20_000
-
-
 def _scrub_exact(text: str, secrets: Iterable[str]) -> str:
     """Every character covered by an occurrence of a secret (of at least
     ``SHORTEST_EXACT_SECRET`` characters) replaced, each run of them (overlapping occurrences,
-    of one secret or of several) by one marker.
+    of one secret or of several) by one marker, in time bounded by a few passes over the text.
 
-    Which secrets occur is found with ``str``'s own search (in C), one secret after the other;
-    or, where that would cost more (very many secrets, a long text), in one pass over the text
-    with an index of the secrets (:func:`_scrub_many`), whose building is paid once for the
-    secrets of a call."""
-    size = len(text)
+    First, which secrets occur: found with ``str``'s own search (in C), one secret after the
+    other; or, where that would cost more (thousands of secrets, a long text), in one pass
+    over the text with an index of the secrets (:func:`_found_in_one_pass`). Many secrets get
+    a plan, built once for the secrets of a call: their last characters to search for first
+    (a short search is cheap in C), and the index. Then where they occur
+    (:func:`_occurrences`)."""
     if not isinstance(secrets, tuple):
         secrets = tuple(secrets)
-    # Estimated nanoseconds: a search per secret (a call, the preparing of a long secret, a
-    # scan in C: about 1 us, plus 1 ns per 4 characters), against one pass in Python (and the
-    # index, if not built yet).
-    search_cost = len(secrets) * (1_000 + size // 4)
-    pass_cost = size * 150 + (0 if _kept_index(secrets) else len(secrets) * 1_000)
+    found = _found_by_search(text, secrets) if len(secrets) < _PLANNED else _found(text, secrets)
+    return _replace(text, _occurrences(text, found)) if found else text
+
+
+def _found(text: str, secrets: tuple[object, ...]) -> list[str]:
+    """The secrets that occur in ``text``, for many secrets (see :class:`_Plan`)."""
+    plan = _plan_of(secrets)
+    size = len(text)
+    # Estimated nanoseconds: a short search per secret (a call, a scan in C at about 4
+    # characters a nanosecond), against one pass in Python (and the index, if not built).
+    search_cost = len(plan.secrets) * (100 + size // 4)
+    pass_cost = size * 150 + (0 if plan.index is not None else len(plan.secrets) * 2_000)
     if pass_cost < search_cost:
-        return _scrub_many(text, secrets)
-    try:  # which occur, searched for in C (map and compress call str's own search)
-        found = [
-            s
-            for s in compress(secrets, map(text.__contains__, secrets))
-            if len(s) >= SHORTEST_EXACT_SECRET
-        ]
+        found = _found_in_one_pass(text, plan)
+        if found is not None:
+            return found
+    candidates = compress(plan.secrets, map(text.__contains__, plan.probes))
+    return [secret for secret in candidates if secret in text]
+
+
+def _found_by_search(text: str, secrets: tuple[str, ...]) -> list[str]:
+    """The secrets that occur in ``text``, each once."""
+    try:  # searched for in C (map and compress call str's own search)
+        found = compress(secrets, map(text.__contains__, secrets))
+        return [s for s in dict.fromkeys(found) if len(s) >= SHORTEST_EXACT_SECRET]
     except TypeError:  # something that is not text among them
-        found = [
+        return [
             s
-            for s in secrets
+            for s in dict.fromkeys(secrets)
             if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET and s in text
         ]
-    if not found:
-        return text
+
+
+def _found_in_one_pass(text: str, plan: _Plan) -> list[str] | None:
+    """The secrets that occur in ``text`` (enough of them: one at each position where some
+    does, the longest), found in one pass: each position's first characters are looked up in
+    the index of the secrets, and the lengths of the secrets there tried. None if that costs
+    more than a few passes over the text (many long secrets repeating what the text repeats):
+    the search then decides."""
+    width, index = plan.indexed()
+    size = len(text)
+    budget = 8 * size + 65_536  # characters compared
+    found: dict[str, None] = {}
+    get = index.get
+    for position in range(size - width + 1):
+        group = get(text[position : position + width])
+        if group is not None:
+            lengths, members = group
+            for length in lengths:  # longest first: it covers the others found here
+                if position + length <= size:
+                    budget -= length
+                    piece = text[position : position + length]
+                    if piece in members:
+                        found[piece] = None
+                        break
+            if budget < 0:
+                return None
+    return list(found)
+
+
+def _occurrences(text: str, found: list[str]) -> list[Span]:
+    """Where each of ``found`` occurs (overlapping occurrences too), with ``str``'s own search;
+    past a few passes' worth of work (a secret that repeats itself, in a text that repeats
+    it), in one pass over the text for all of them (Aho-Corasick: linear)."""
     spans: list[Span] = []
+    budget = 8 * len(text) + 65_536  # characters compared
     for secret in found:
         start = text.find(secret)
         while start >= 0:
             spans.append((start, start + len(secret)))
-            if len(spans) > _MAX_SPANS:
-                return _scrub_many(text, secrets)
+            budget -= len(secret)
+            if budget < 0:
+                return _aho_corasick(text, found)
             start = text.find(secret, start + 1)
-    return _replace(text, spans)
+    return spans
 
 
-def _scrub_many(text: str, secrets: tuple[str, ...]) -> str:
-    """The same as :func:`_scrub_exact`, in one pass over the text: each position's first
-    characters are looked up in an index of the secrets (built once for the tuple of secrets
-    of a call, and kept for the texts that follow), and the secrets found there confirmed in
-    place."""
-    width, index = _index_of(secrets)
-    spans: list[Span] = []
-    get = index.get
-    for position in range(len(text) - width + 1):
-        candidates = get(text[position : position + width])
-        if candidates is not None:
-            for secret in candidates:  # longest first: it covers the others found here
-                if text.startswith(secret, position):
-                    spans.append((position, position + len(secret)))
-                    break
-    return _replace(text, spans) if spans else text
+def _aho_corasick(text: str, secrets: list[str]) -> list[Span]:
+    """The runs of ``text`` covered by occurrences of ``secrets``, in one pass: Aho-Corasick,
+    in time linear in the length of the text plus that of the secrets (only the few found)."""
+    # The trie of the secrets; ``longest[node]``: the longest secret ending at ``node``.
+    goto: list[dict[str, int]] = [{}]
+    longest = [0]
+    for secret in secrets:
+        node = 0
+        for char in secret:
+            child = goto[node].get(char)
+            if child is None:
+                child = len(goto)
+                goto[node][char] = child
+                goto.append({})
+                longest.append(0)
+            node = child
+        longest[node] = len(secret)
+    # Failure links, breadth first: the longest proper suffix of a node's text in the trie.
+    fail = [0] * len(goto)
+    queue = list(goto[0].values())
+    for node in queue:  # (the list grows as it is walked)
+        for char, child in goto[node].items():
+            queue.append(child)
+            back = fail[node]
+            while back and char not in goto[back]:
+                back = fail[back]
+            fail[child] = goto[back].get(char, 0)
+            longest[child] = max(longest[child], longest[fail[child]])
+    runs: list[Span] = []
+    node = 0
+    for index, char in enumerate(text):
+        while node and char not in goto[node]:
+            node = fail[node]
+        node = goto[node].get(char, 0)
+        if longest[node]:
+            start = index + 1 - longest[node]
+            while runs and runs[-1][1] > start:  # overlaps the run before: one run
+                start = min(start, runs.pop()[0])
+            runs.append((start, index + 1))
+    return runs
 
 
-#: Index = (width, secrets by their first ``width`` characters, longest first in each group).
-_Index = tuple[int, dict[str, tuple[str, ...]]]
-#: The indexes of the last few tuples of secrets, by identity (each with its tuple, which
+#: From this many secrets on, a call's secrets get a plan (:class:`_Plan`).
+_PLANNED: Final = 64
+#: Characters of a secret searched for first (its last ones: the first are often a prefix
+#: that many share, ``ghp_``, ``sk_live_``).
+_PROBE: Final = 8
+#: Index = (width, by the first ``width`` characters: the lengths of the secrets starting so,
+#: longest first, and the secrets).
+_Index = tuple[int, dict[str, tuple[tuple[int, ...], frozenset[str]]]]
+
+
+class _Plan:
+    """How to find many secrets: the usable ones (text of at least ``SHORTEST_EXACT_SECRET``
+    characters, each once), what to search for first for each, and, once a long text asks
+    for it, an index by first characters."""
+
+    __slots__ = ("_lock", "index", "probes", "secrets")
+
+    def __init__(self, secrets: tuple[object, ...]) -> None:
+        usable = dict.fromkeys(
+            s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET
+        )
+        self.secrets: tuple[str, ...] = tuple(usable)
+        self.probes = [s[-_PROBE:] for s in self.secrets]
+        self.index: _Index | None = None
+        self._lock = threading.Lock()
+
+    def indexed(self) -> _Index:
+        """The index (built on first use)."""
+        with self._lock:  # (worker threads redact too)
+            if self.index is None:
+                width = min(16, min(map(len, self.secrets), default=SHORTEST_EXACT_SECRET))
+                groups: dict[str, set[str]] = {}
+                for secret in self.secrets:
+                    groups.setdefault(secret[:width], set()).add(secret)
+                self.index = (
+                    width,
+                    {
+                        head: (
+                            tuple(sorted({len(s) for s in group}, reverse=True)),
+                            frozenset(group),
+                        )
+                        for head, group in groups.items()
+                    },
+                )
+            return self.index
+
+
+#: The plans of the last few tuples of secrets, by identity (each with its tuple, which
 #: keeps the identity from being reused).
-_INDEXES: dict[int, tuple[tuple[str, ...], _Index]] = {}
-_KEPT_INDEXES: Final = 4
-_INDEXES_LOCK: Final = threading.Lock()
+_PLANS: dict[int, tuple[tuple[object, ...], _Plan]] = {}
+_KEPT_PLANS: Final = 4
+_PLANS_LOCK: Final = threading.Lock()
 
 
-def _kept_index(secrets: tuple[str, ...]) -> _Index | None:
-    kept = _INDEXES.get(id(secrets))
-    return kept[1] if kept is not None and kept[0] is secrets else None  # (a reused id: None)
-
-
-def _index_of(secrets: tuple[str, ...]) -> _Index:
-    """The index of ``secrets``: the secrets of at least ``SHORTEST_EXACT_SECRET``
-    characters by their first ``width`` (the shortest one's length, at most 16)."""
-    kept = _kept_index(secrets)
-    if kept is not None:
-        return kept
-    usable = [s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET]
-    width = min(16, min((len(s) for s in usable), default=SHORTEST_EXACT_SECRET))
-    groups: dict[str, list[str]] = {}
-    for secret in usable:
-        groups.setdefault(secret[:width], []).append(secret)
-    index = (width, {head: tuple(sorted(g, key=len, reverse=True)) for head, g in groups.items()})
-    with _INDEXES_LOCK:  # (worker threads redact too)
-        if len(_INDEXES) >= _KEPT_INDEXES:
-            _INDEXES.pop(next(iter(_INDEXES)))  # the oldest
-        _INDEXES[id(secrets)] = (secrets, index)
-    return index
+def _plan_of(secrets: tuple[object, ...]) -> _Plan:
+    kept = _PLANS.get(id(secrets))
+    if kept is not None and kept[0] is secrets:  # (else a reused id)
+        return kept[1]
+    plan = _Plan(secrets)
+    with _PLANS_LOCK:
+        if len(_PLANS) >= _KEPT_PLANS:
+            _PLANS.pop(next(iter(_PLANS)))  # the oldest
+        _PLANS[id(secrets)] = (secrets, plan)
+    return plan
 
 
 def _redact_head(text: str, limit: int) -> str:
@@ -633,6 +731,11 @@ def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
     path included (``/bot<token>/``). Plain string work, no parsing: it runs on every
     classified upstream error.
     """
+    ambient = _CALL_SECRETS.get()
+    if ambient and secrets is not ambient:
+        secrets = (*secrets, *ambient) if secrets else ambient
+    if secrets:  # first, on the whole URL: a secret may hold a "#", a "?" or an "@"
+        url = _scrub_exact(url, secrets)
     base, has_query, query = url.partition("#")[0].partition("?")
     if "@" in base:
         scheme, has_scheme, rest = base.partition("://")
@@ -650,9 +753,6 @@ def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
                 pairs.append(f"{name}{equals}{shown}")
         if pairs:
             base = f"{base}?{'&'.join(pairs)}"
-    ambient = _CALL_SECRETS.get()
-    if secrets or ambient:
-        base = _scrub_exact(base, (*secrets, *ambient))
     base = _scrub_shapes(base)
     return base if base.isascii() else _SURROGATE.sub("\ufffd", base)
 

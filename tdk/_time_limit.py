@@ -60,21 +60,17 @@ async def await_coroutine(coro: Coroutine[Any, Any, Any], limit: float) -> Any:
         first = coro.send(None)
     except StopIteration as finished:
         return finished.value
+    # A CancelledError that asyncio.timeout leaves as it is goes on: a request to cancel the
+    # task that nobody withdrew (the caller's) is still counted. (On Python 3.11 and 3.12, a
+    # TaskGroup that failed in the body may leave one counted that nobody made, gh-116720:
+    # the call then ends cancelled too.)
     try:
         async with asyncio.timeout(limit) as scope:
-            driver = _Relinquishing(coro, first, min(limit, MAX_GRACE), _past(scope))
-            return await driver
+            return await _Relinquishing(coro, first, min(limit, MAX_GRACE), _past(scope))
     except TimeoutError:
         if scope.expired():
             raise _timeout(limit, None) from None
         raise  # a TimeoutError of the body's own: mapped by the table
-    except asyncio.CancelledError as cancelled:
-        if not (scope.expired() and driver.only_the_limit(cancelled)):
-            raise
-    # The limit's own cancellation, which asyncio.timeout did not turn into TimeoutError: on
-    # Python 3.11 and 3.12 a TaskGroup that failed in the body leaves one more cancellation
-    # request counted on the task (gh-116720). (Raised here: no cancellation as its context.)
-    raise _timeout(limit, None)
 
 
 def _past(scope: asyncio.Timeout) -> Callable[[], bool]:
@@ -115,9 +111,6 @@ class _Relinquishing:
         "_expired",
         "_first",
         "_grace",
-        "_outside",
-        "_requests",
-        "_task",
         "_until",
     )
 
@@ -136,27 +129,18 @@ class _Relinquishing:
         """The limit's cancellation, once it has reached the body."""
         self._until = math.inf
         """When the grace ends (loop time)."""
-        self._requests = 0
-        """The task's count of cancellation requests when the limit's reached the body."""
-        self._task: asyncio.Task[Any] | None = None
-        self._outside = False
-        """Whether a cancellation that is not the limit's reached the body (or what it
-        awaits) and the body has not stepped past it: a caller's, in flight."""
 
     def __await__(self) -> Generator[Any, None, Any]:
         coro = self._coro
         throw: BaseException | None = None
         awaited, self._first = self._first, None
-        self._task = asyncio.current_task()
         while True:
             try:
                 if throw is not None:
                     awaited = coro.throw(throw)
                     throw = None
-                    self._outside = False  # it stepped past the cancellation
                 elif awaited is _STEP:
                     awaited = coro.send(None)
-                    self._outside = False
             except StopIteration as returned:
                 if self._cancelled is not None:
                     raise self._cancelled from None  # it returned instead of honouring it
@@ -197,28 +181,13 @@ class _Relinquishing:
             self._note(exc)
 
     def _note(self, cancellation: asyncio.CancelledError) -> bool:
-        """A cancellation reached the body (or what it awaits): a caller's before the limit,
-        or the limit's, whose first arrival starts the grace (then True)."""
-        if not self._expired():
-            self._outside = True
-            return False
-        if self._cancelled is not None:  # a further one, in the grace
+        """A cancellation reached the body (or what it awaits): if it is the limit's, and the
+        first to arrive, the grace starts (then True)."""
+        if self._cancelled is not None or not self._expired():
             return False
         self._cancelled = cancellation
         self._until = asyncio.get_running_loop().time() + self._grace
-        self._requests = self._task.cancelling() if self._task is not None else 0
         return True
-
-    def only_the_limit(self, cancellation: BaseException) -> bool:
-        """Whether ``cancellation``, leaving the limit's scope, is the limit's own, and no
-        other request to cancel the task has come since (the limit's scope withdrew its own)."""
-        task = asyncio.current_task()
-        return (
-            cancellation is self._cancelled
-            and not self._outside
-            and task is not None
-            and task.cancelling() == self._requests - 1
-        )
 
 
 #: Stands for "step the body" in :meth:`_Relinquishing.__await__` (what it awaits otherwise).

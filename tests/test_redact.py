@@ -379,3 +379,20 @@ def test_items_that_are_not_text_among_secrets_are_ignored() -> None:
     """A number or None among the secrets is skipped; the text secrets are still scrubbed."""
     secrets: list[Any] = ["tok-4f9a1c7e", 12345, None, b"bytes-secret"]
     assert redact_text("key tok-4f9a1c7e 12345", secrets) == f"key {REDACTED} 12345"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.example.com/v1/search?q=Tr0ub4dor#3xyz",
+        "https://user:Tr0ub4dor#3xyz@api.example.com/v1/",
+        "https://api.example.com/v1/Tr0ub4dor?3xyz=1",
+    ],
+    ids=["hash-in-the-query", "hash-in-the-userinfo", "question-mark-in-the-path"],
+)
+def test_a_secret_holding_url_delimiters_is_redacted_whole_in_a_url(url: str) -> None:
+    """A secret holding a ``#``, a ``?`` or an ``@`` is scrubbed before the URL is cut at
+    them: no part of it is left."""
+    out = redact_url(url, ["Tr0ub4dor#3xyz", "Tr0ub4dor?3xyz"])
+    assert "Tr0ub" not in out
+    assert "3xyz" not in out

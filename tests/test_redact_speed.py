@@ -40,6 +40,7 @@ def repeat(piece: str, size: int = SIZE) -> str:
 #: Exact values a 64 KiB query of ``token=`` pairs brings: each is a secret to scrub, and each
 #: shares a long prefix with the text below.
 MANY_SECRETS = [f"aaaaaa{i:04d}" for i in range(5_000)]
+GITHUB_TOKENS = tuple(f"ghp_{i:036d}" for i in range(1_500))
 #: A 64 KiB query whose every pair carries a credential (httpx refuses longer URLs).
 MANY_PAIRS = "https://h.example/p?" + "&".join(f"token=aaaaaa{i:04d}" for i in range(3_800))
 
@@ -86,6 +87,14 @@ CASES = [
     ),
     pytest.param(lambda: redact_text(repeat("a"), MANY_SECRETS), id="many-exact-secrets"),
     pytest.param(lambda: redact_text("a" * 70_000, ["aaaa"]), id="a-secret-at-every-position"),
+    pytest.param(
+        lambda: redact_text("ab" * 32_768, ("ab" * 10_000, "ab" * 10_001 + "a")),
+        id="long-secrets-repeating-what-the-text-repeats",
+    ),
+    pytest.param(
+        lambda: redact_text("ghp_" * 16_384, (*GITHUB_TOKENS, "ghp_")),
+        id="thousands-of-secrets-sharing-a-prefix",
+    ),
     pytest.param(
         lambda: redact_text(repeat("a"), MANY_SECRETS, limit=300), id="many-secrets-limit"
     ),
@@ -149,3 +158,12 @@ def test_a_failed_call_with_thousands_of_escapable_secrets_is_quick() -> None:
     assert time.perf_counter() - start < BOUND_SECONDS
     assert error is not None
     assert "00123" not in (error.developer_message or "")
+
+
+def test_secrets_that_repeat_themselves_are_redacted_in_one_pass() -> None:
+    """A secret repeating what the text repeats occurs at every other position: past a few
+    passes' worth of searching, one pass over the text finds every occurrence of the secrets
+    found, those overlapping the run included; the text around them survives."""
+    text = "x " + "ab" * 30_000 + "dd y"
+    out = redact_text(text, ("ab" * 10_000, "ababdd", "abdd"))
+    assert out == f"x {REDACTED} y"
