@@ -1,50 +1,51 @@
 """tdk: a tool-development kit for the functions that LLM agents call.
 
-Public names are re-exported here; each lives in one module (``tdk.errors`` for the error tree).
+Public names are re-exported here, each loaded from its module (``tdk.errors`` for the error
+tree) the first time it is used.
 """
 
 import importlib
 from typing import TYPE_CHECKING
 
-from tdk._context import ToolContext
-from tdk._definition import ToolDefinition
-from tdk._result import ToolResult
-from tdk._tool import Tool, tool
-from tdk._toolkit import Toolkit
-from tdk._version import __version__
-from tdk.errors import (
-    ContextRequiredToolError,
-    ErrorCategory,
-    ErrorInfo,
-    ErrorKind,
-    FatalToolError,
-    NetworkTransportError,
-    RetryableToolError,
-    ToolBulkheadFullError,
-    ToolCancelledError,
-    ToolCircuitOpenError,
-    ToolDefinitionError,
-    ToolError,
-    ToolInputError,
-    ToolInputSchemaError,
-    ToolkitLoadError,
-    ToolNotFoundError,
-    ToolOutputError,
-    ToolOutputSchemaError,
-    ToolRateLimitedError,
-    ToolRequirementError,
-    ToolRuntimeError,
-    ToolTimeoutError,
-    UpstreamAuthError,
-    UpstreamBadRequestError,
-    UpstreamError,
-    UpstreamNotFoundError,
-    UpstreamRateLimitError,
-    UpstreamServerError,
-    UpstreamValidationError,
-)
+__version__ = "0.1.0.dev0"
 
 if TYPE_CHECKING:
+    from tdk._context import ToolContext
+    from tdk._definition import ToolDefinition
+    from tdk._result import ToolResult
+    from tdk._tool import Tool, tool
+    from tdk._toolkit import Toolkit
+    from tdk.errors import (
+        ContextRequiredToolError,
+        ErrorCategory,
+        ErrorInfo,
+        ErrorKind,
+        FatalToolError,
+        NetworkTransportError,
+        RetryableToolError,
+        ToolBulkheadFullError,
+        ToolCancelledError,
+        ToolCircuitOpenError,
+        ToolDefinitionError,
+        ToolError,
+        ToolInputError,
+        ToolInputSchemaError,
+        ToolkitLoadError,
+        ToolNotFoundError,
+        ToolOutputError,
+        ToolOutputSchemaError,
+        ToolRateLimitedError,
+        ToolRequirementError,
+        ToolRuntimeError,
+        ToolTimeoutError,
+        UpstreamAuthError,
+        UpstreamBadRequestError,
+        UpstreamError,
+        UpstreamNotFoundError,
+        UpstreamRateLimitError,
+        UpstreamServerError,
+        UpstreamValidationError,
+    )
     from tdk.http import (
         araise_for_upstream,
         classify,
@@ -54,9 +55,50 @@ if TYPE_CHECKING:
     )
     from tdk.runner import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy, ToolCall, ToolRunner
 
-#: Names imported on first use: neither the runner nor the HTTP hook is needed to define or
-#: run a tool, and importing them eagerly would cost every ``import tdk``.
+#: Public name -> the module it lives in, imported on first use: ``import tdk.errors`` (or
+#: ``tdk.http``) loads nothing else of tdk, and neither the runner nor the HTTP hook is loaded
+#: to define or run a tool.
 _LAZY: dict[str, str] = {
+    "ToolContext": "tdk._context",
+    "ToolDefinition": "tdk._definition",
+    "ToolResult": "tdk._result",
+    "Tool": "tdk._tool",
+    "tool": "tdk._tool",
+    "Toolkit": "tdk._toolkit",
+    **dict.fromkeys(
+        (
+            "ContextRequiredToolError",
+            "ErrorCategory",
+            "ErrorInfo",
+            "ErrorKind",
+            "FatalToolError",
+            "NetworkTransportError",
+            "RetryableToolError",
+            "ToolBulkheadFullError",
+            "ToolCancelledError",
+            "ToolCircuitOpenError",
+            "ToolDefinitionError",
+            "ToolError",
+            "ToolInputError",
+            "ToolInputSchemaError",
+            "ToolkitLoadError",
+            "ToolNotFoundError",
+            "ToolOutputError",
+            "ToolOutputSchemaError",
+            "ToolRateLimitedError",
+            "ToolRequirementError",
+            "ToolRuntimeError",
+            "ToolTimeoutError",
+            "UpstreamAuthError",
+            "UpstreamBadRequestError",
+            "UpstreamError",
+            "UpstreamNotFoundError",
+            "UpstreamRateLimitError",
+            "UpstreamServerError",
+            "UpstreamValidationError",
+        ),
+        "tdk.errors",
+    ),
     **dict.fromkeys(
         ("Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy", "ToolCall", "ToolRunner"),
         "tdk.runner",

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticKnownError
 from pydantic_core.core_schema import ErrorType
 
+from tdk._error_info import make_error_info
 from tdk._redact import redact_text
-from tdk.errors import ErrorInfo, ToolInputError, info_for
+from tdk.errors import ErrorInfo, ToolInputError
 
 if TYPE_CHECKING:
     from tdk._definition import ToolSpec
@@ -133,7 +134,7 @@ def invalid_arguments(
         f"Parameters: {', '.join(parameters) or 'none'}. "
         "Fix the arguments and call the tool again."
     )
-    return info_for(ToolInputError, message, name, details={"errors": errors})
+    return make_error_info(ToolInputError, message, name, details={"errors": errors})
 
 
 def unreadable_arguments(exc: Exception, spec: ToolSpec, name: str) -> ErrorInfo:
@@ -146,7 +147,7 @@ def unreadable_arguments(exc: Exception, spec: ToolSpec, name: str) -> ErrorInfo
         f"Parameters: {', '.join(spec.parameter_names) or 'none'}. "
         "Fix the arguments and call the tool again."
     )
-    return info_for(
+    return make_error_info(
         ToolInputError, message, name, details={"errors": [{"field": "", "problem": problem}]}
     )
 

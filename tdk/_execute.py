@@ -1,7 +1,7 @@
 """Running a tool: arguments in, one :class:`~tdk.ToolResult` out, whatever happens.
 
 A call goes arguments -> requirements -> validation -> function -> output validation ->
-``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._classify` ->
+``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._mapping` ->
 :meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``; arguments that
 do not validate are described by :mod:`tdk._arguments`. Everything that needs reflection was
 done by ``@tool``; nothing here inspects the function.
@@ -28,8 +28,9 @@ from tdk._arguments import (
     unreadable_arguments,
     validate_arguments,
 )
-from tdk._classify import describe, to_tool_error
 from tdk._context import ToolContext, secret_values
+from tdk._error_info import error_info_from_exception
+from tdk._mapping import describe, to_tool_error
 from tdk._redact import call_secrets, end_call_secrets, redact_text
 from tdk._result import ToolResult
 from tdk._seconds import finite, shown
@@ -205,7 +206,7 @@ def failed(
     ``started`` is the ``perf_counter()`` reading at the start of the call.
     """
     try:
-        info = ErrorInfo.from_exception(
+        info = error_info_from_exception(
             exc, name, include_stacktrace=include_stacktrace, secrets=_secrets_of(context)
         )
     except Exception as unreadable:  # pragma: no cover (a bug of tdk's: no known exception

@@ -22,10 +22,10 @@ from types import ModuleType
 from typing import Any, TypeAlias
 
 from tdk._arguments import Arguments
-from tdk._classify import describe
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
 from tdk._execute import DEFAULT, MAX_SHOWN_NAME, _Default, check_call_id, failed, shown_name
+from tdk._mapping import describe
 from tdk._redact import redact_text
 from tdk._result import ToolResult
 from tdk._tool import Tool, definition_errors_recorded

@@ -43,13 +43,10 @@ import enum
 import json
 import math
 import re
-import traceback
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Final, Literal, Self, TypedDict, TypeVar, Unpack, cast
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, Self, TypedDict, Unpack, cast
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from tdk._redact import REDACTED, credential_key, redact_text
+from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "ContextRequiredToolError",
@@ -87,9 +84,11 @@ __all__ = [
 DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
 #: Longest developer message (and stack trace) kept; the rest is cut with a marker.
 MAX_DEVELOPER_MESSAGE_CHARS: Final = 4000
-_MAX_DETAILS_DEPTH: Final = 8
 #: Values (container items included) kept in ``details`` at most; the rest is cut.
-_MAX_DETAILS_ITEMS: Final = 10_000
+MAX_DETAILS_ITEMS: Final = 10_000
+#: Integers in ``details`` beyond this are named, not kept: Python will not even write them out
+#: past 4,300 digits, and no reader of ``details`` needs one that long.
+LARGEST_DETAIL_INT: Final = 10**100
 #: The largest integer every JSON reader takes exactly (2**53 - 1): the bound of the integer
 #: fields of an error (``retry_after_ms``, ``status_code``, ``max_retry_attempts``).
 MAX_SAFE_INT: Final = 2**53 - 1
@@ -279,7 +278,7 @@ class ToolError(Exception):
         details = options.get("details")
         if details is not None and not isinstance(details, Mapping):
             raise TypeError(f"details must be a mapping or None, not {type(details).__name__}")
-        self.details: dict[str, Any] = _json_safe_mapping(details) if details else {}
+        self.details: dict[str, Any] = _details_of(details) if details else {}
         """JSON-safe facts with fixed keys per class (``tool_name``, ``timeout``, ...)."""
         self.additional_prompt_content: str | None = options.get("additional_prompt_content")
         """Guidance for the model: what to do differently next time."""
@@ -772,61 +771,14 @@ class ErrorInfo(BaseModel):
     ) -> ErrorInfo:
         """Classify any exception: tdk's own keep their fields; httpx, timeouts and the rest
         are mapped by the one table of ``docs/errors.md`` (unknown ones become
-        ``TOOL_RUNTIME_FATAL`` naming only the exception type)."""
-        secrets = tuple(secrets)
-        if isinstance(exc, ToolError):
-            # Raised by code as it is: its texts are its author's, so they are redacted here.
-            record = _read_tool_error(exc)
-            if isinstance(record, list):  # the fields it lacks, or that have the wrong type
-                return cls._unreadable(exc, record, tool_name, secrets)
-            for name in ("message", "developer_message", "additional_prompt_content"):
-                if record[name]:
-                    record[name] = redact_text(record[name], secrets)
-            own = record["tool_name"]
-            if own is not None and own != tool_name:  # set by the error's author: any text
-                record["tool_name"] = redact_text(own, secrets)
-            record["details"] = _redact_json(record["details"], secrets)
-            record["cause"] = None if exc.__cause__ is None else type(exc.__cause__).__name__
-        else:
-            # Mapped by the table from text it already redacted with these same secrets (not
-            # scanned twice), and read without making the error when the row allows it.
-            mapped = _classify.map_foreign(exc, secrets)
-            if isinstance(mapped, ToolError):
-                record = mapped._record()
-                record["cause"] = type(exc).__name__
-            else:
-                record = _mapped_record(
-                    mapped.cls, mapped.message, tool_name, type(exc).__name__, **mapped.options
-                )
-        if record["tool_name"] is None:
-            record["tool_name"] = tool_name
-        if include_stacktrace:
-            record["stacktrace"] = _stacktrace(exc, secrets)
-        try:
-            # The validator itself (validated, as cls(**record) would be, without a frame).
-            info: ErrorInfo = cls.__pydantic_validator__.validate_python(record)
-        except ValidationError as invalid:  # pragma: no cover (every field was read by its type)
-            fields = sorted({str(e["loc"][0]) for e in invalid.errors() if e["loc"]})
-            return cls._unreadable(exc, fields, tool_name, secrets)
-        return info
+        ``TOOL_RUNTIME_FATAL`` naming only the exception type). Texts are redacted; ``secrets``
+        are exact values to scrub as well, and ``include_stacktrace`` adds the redacted
+        traceback (opt-in: it may reveal code paths)."""
+        from tdk._error_info import error_info_from_exception  # (errors.py imports no tdk module)
 
-    @classmethod
-    def _unreadable(
-        cls, exc: BaseException, fields: list[str], tool_name: str | None, secrets: Iterable[str]
-    ) -> ErrorInfo:
-        """A ``TOOL_RUNTIME_FATAL`` error for a tdk error whose ``fields`` cannot be read
-        (a subclass whose ``__init__`` skipped ``ToolError.__init__``, fields reassigned to
-        values of the wrong type): a bug of the code that raised it."""
-        name = type(exc).__name__[:200]
-        malformed = FatalToolError(
-            f"The tool raised a {name} that tdk could not read.",
-            developer_message=(
-                f"Fields missing or of the wrong type: {', '.join(fields)}. An error's "
-                "__init__ must call ToolError.__init__, and its fields keep their types."
-            ),
+        return error_info_from_exception(
+            exc, tool_name, include_stacktrace=include_stacktrace, secrets=secrets
         )
-        info: ErrorInfo = cls.from_exception(malformed, tool_name, secrets=secrets)
-        return info
 
     @classmethod
     def from_error_string(cls, text: str, tool_name: str | None = None) -> ErrorInfo:
@@ -835,60 +787,9 @@ class ErrorInfo(BaseModel):
         Text in tdk's own ``str()`` format (``[KIND] ClassName ...: message``) recovers its kind
         and class; any other text becomes kind ``UNKNOWN``. The text is redacted either way.
         """
-        kind, error, parsed_tool, message = _classify.parse_error_string(redact_text(text))
-        return cls(
-            error=error,
-            kind=kind,
-            category=kind.category,
-            message=message,
-            developer_message=message,
-            retryable=kind.default_retryable,
-            tool_name=tool_name if tool_name is not None else parsed_tool,
-            max_retry_attempts=DEFAULT_MAX_RETRY_ATTEMPTS if kind.default_retryable else 0,
-        )
+        from tdk._error_info import error_info_from_text  # (errors.py imports no tdk module)
 
-
-def info_for(
-    cls: type[ToolError], message: str, tool_name: str, *, details: Mapping[str, Any]
-) -> ErrorInfo:
-    """The :class:`ErrorInfo` of ``cls(message, details=details)`` raised by ``tool_name``,
-    without making the error: for failures tdk describes itself, in text it has made safe
-    (so it is not scanned again). ``cls`` keeps its kind's default retryability."""
-    record = _mapped_record(cls, message, tool_name, None, details=details)
-    info: ErrorInfo = ErrorInfo.__pydantic_validator__.validate_python(record)
-    return info
-
-
-def _mapped_record(
-    cls: type[ToolError],
-    message: str,
-    tool_name: str | None,
-    cause: str | None,
-    *,
-    kind: ErrorKind | None = None,
-    developer_message: str | None = None,
-    details: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The ErrorInfo fields of ``cls(message, kind=..., developer_message=..., details=...)``,
-    without making the error. Only for classes that keep their kind's default retryability,
-    and for ``details`` that tdk built JSON-safe (a test compares the two for every row of the
-    mapping table)."""
-    if kind is None:  # the class's own kind: its category and retryability are class attributes
-        category, retryable = cls.category, cls.retryable
-    else:
-        category, retryable = _KIND_TABLE[kind]
-    return {
-        "error": cls.__name__,
-        "kind": cls.kind if kind is None else kind,
-        "category": category,
-        "message": message,
-        "developer_message": developer_message,
-        "retryable": retryable,
-        "tool_name": tool_name,
-        "max_retry_attempts": DEFAULT_MAX_RETRY_ATTEMPTS if retryable else 0,
-        "details": dict(details) if details else {},
-        "cause": cause,
-    }
+        return error_info_from_text(text, tool_name)
 
 
 def _with_details(options: Any, **specific: object) -> Any:
@@ -899,188 +800,30 @@ def _with_details(options: Any, **specific: object) -> Any:
     return options
 
 
-_NOT_TEXT: Final = frozenset({int, float, bool, type(None)})
-_MISSING: Final = object()
-_Container = TypeVar("_Container")
-#: ``(field, type, may be None)`` of what :func:`_read_tool_error` reads.
-_FIELDS: Final = (
-    ("message", str, False),
-    ("developer_message", str, True),
-    ("retry_after_ms", int, True),
-    ("status_code", int, True),
-    ("additional_prompt_content", str, True),
-    ("tool_name", str, True),
-    ("max_retry_attempts", int, False),
-    ("retryable", bool, False),
-    ("kind", ErrorKind, False),
-)
+def _details_of(value: Mapping[Any, Any]) -> dict[str, Any]:
+    """A JSON-safe copy of ``details``: as it is for the common case (text and small numbers
+    under text keys), else cleaned by :func:`tdk._json_safe.json_safe_mapping`."""
+    if type(value) is dict and len(value) <= MAX_DETAILS_ITEMS and _flat_and_plain(value):
+        return dict(value)
+    from tdk._json_safe import json_safe_mapping  # (errors.py imports no tdk module)
 
-
-def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
-    """The ErrorInfo fields of ``exc`` (``details`` made JSON-safe, texts as plain ``str``),
-    or the names of the fields that are missing or of the wrong type. Never raises: a tool
-    may raise an error whose ``__init__`` skipped ``ToolError.__init__``, or whose fields were
-    reassigned to anything."""
-    record: dict[str, Any] = {"error": type(exc).__name__}
-    wrong = []
-    for name, expected, optional in _FIELDS:
-        try:
-            value = getattr(exc, name)
-        except Exception:  # not set at all, or a property that fails
-            value = _MISSING
-        kind = type(value)  # (not isinstance(): an object may lie about its __class__)
-        if value is None and optional:
-            record[name] = None
-        elif expected is str and issubclass(kind, str):
-            record[name] = str.__str__(value)  # a subclass as the plain value: no method called
-        elif expected is int and issubclass(kind, int) and kind is not bool:
-            number = record[name] = int.__index__(value)
-            if not (-MAX_SAFE_INT if name == "status_code" else 0) <= number <= MAX_SAFE_INT:
-                wrong.append(name)  # out of range (the constructor checks it; reassigned since)
-        elif kind is expected or (expected is ErrorKind and issubclass(kind, ErrorKind)):
-            record[name] = value
-        else:
-            wrong.append(name)
-    try:
-        details: object = exc.details
-    except Exception:
-        details = _MISSING
-    if issubclass(type(details), Mapping):
-        record["details"] = _json_safe_mapping(details)  # type: ignore[arg-type]
-    else:
-        wrong.append("details")
-    if wrong:
-        return wrong
-    record["category"] = record["kind"].category
-    return record
-
-
-def _json_safe_mapping(value: Mapping[Any, Any]) -> dict[str, Any]:
-    """A JSON-safe copy of ``details`` (see :func:`_json_safe`)."""
-    if type(value) is dict and len(value) <= _MAX_DETAILS_ITEMS and _flat_and_plain(value):
-        return dict(value)  # the common case: text and small numbers under text keys
-    cleaned = _json_safe(value, _Budget(), 0)
-    return cleaned if isinstance(cleaned, dict) else {"details": cleaned}
+    return json_safe_mapping(value)
 
 
 def _flat_and_plain(value: dict[Any, Any]) -> bool:
     """Whether every key is a ``str`` and every value a ``str``, ``bool``, None, a finite
-    ``float`` or an ``int`` that :func:`_json_safe` would keep as it is."""
+    ``float`` or an ``int`` that cleaning would keep as it is."""
     for key, item in value.items():
         kind = type(item)
         if type(key) is not str or not (
             kind is str
             or item is None
             or kind is bool
-            or (kind is int and -_LARGEST_DETAIL_INT < item < _LARGEST_DETAIL_INT)
+            or (kind is int and -LARGEST_DETAIL_INT < item < LARGEST_DETAIL_INT)
             or (kind is float and math.isfinite(item))
         ):
             return False
     return True
-
-
-class _Budget:
-    """What one cleaning may still copy, and the containers it is inside of (cycles)."""
-
-    __slots__ = ("inside", "left")
-
-    def __init__(self) -> None:
-        self.left = _MAX_DETAILS_ITEMS
-        self.inside: set[int] = set()
-
-
-#: Integers beyond this are named, not kept: Python will not even write them out past 4,300
-#: digits, and no reader of ``details`` needs one that long.
-_LARGEST_DETAIL_INT: Final = 10**100
-
-
-def _json_safe(value: object, budget: _Budget, depth: int) -> Any:
-    """A JSON-safe copy: containers copied (at most ``_MAX_DETAILS_ITEMS`` values, at most
-    ``_MAX_DETAILS_DEPTH`` deep, cycles cut), subclasses of ``str``/``int``/``float`` as plain
-    values, non-finite floats, huge integers and unknown objects named. Never raises: the
-    object may come from a tool body and be hostile."""
-    kind = type(value)
-    if kind is str or kind is bool or value is None:  # the common cases first
-        return value
-    if kind is int:
-        return (
-            value
-            if -_LARGEST_DETAIL_INT < value < _LARGEST_DETAIL_INT  # type: ignore[operator]
-            else f"<int of {value.bit_length()} bits>"  # type: ignore[attr-defined]
-        )
-    if kind is float:
-        return value if math.isfinite(value) else repr(value)  # type: ignore[arg-type]
-    if depth >= _MAX_DETAILS_DEPTH:
-        return "<nested too deeply>"
-    # By type, never isinstance(): an object may lie about its __class__.
-    if issubclass(kind, enum.Enum):
-        return _json_safe(value.value, budget, depth + 1)  # type: ignore[attr-defined]
-    if issubclass(kind, str):
-        return str.__str__(value)
-    if issubclass(kind, int):  # bool has no subclasses: an int subclass (IntFlag...)
-        return _json_safe(int.__index__(value), budget, depth)  # type: ignore[arg-type]
-    if issubclass(kind, float):
-        return _json_safe(float.__float__(value), budget, depth)  # type: ignore[arg-type]
-    if kind is not list and issubclass(kind, Mapping):
-        return _copied(cast(Mapping[Any, Any], value), budget, depth, _copy_mapping)
-    if issubclass(kind, list | tuple | set | frozenset):
-        return _copied(cast(Iterable[Any], value), budget, depth, _copy_items)
-    return f"<{kind.__name__[:200]}>"
-
-
-def _copied(
-    value: _Container, budget: _Budget, depth: int, copy: Callable[[_Container, _Budget, int], Any]
-) -> Any:
-    """``copy(value, ...)``, unless ``value`` contains itself; never raising."""
-    if id(value) in budget.inside:
-        return "<cycle>"
-    budget.inside.add(id(value))
-    try:
-        return copy(value, budget, depth)
-    except Exception:  # a container whose iteration fails
-        return f"<unreadable {type(value).__name__[:200]}>"
-    finally:
-        budget.inside.discard(id(value))
-
-
-def _copy_mapping(value: Mapping[Any, Any], budget: _Budget, depth: int) -> dict[str, Any]:
-    copy: dict[str, Any] = {}
-    for key, item in value.items():
-        if budget.left <= 0:
-            copy["..."] = "<cut: too many values>"
-            break
-        budget.left -= 1
-        copy[_json_key(key)] = _json_safe(item, budget, depth + 1)
-    return copy
-
-
-def _copy_items(value: Iterable[Any], budget: _Budget, depth: int) -> list[Any]:
-    copy: list[Any] = []
-    for item in value:
-        if budget.left <= 0:
-            copy.append("<cut: too many values>")
-            break
-        budget.left -= 1
-        copy.append(_json_safe(item, budget, depth + 1))
-    return copy
-
-
-def _json_key(key: object) -> str:
-    """A mapping key as JSON text: a ``str`` as it is, a number as JSON writes it, anything
-    else by its ``str()`` (whole, as a ``str`` key is: the redaction that follows must see
-    every secret in it), or its type's name when that fails."""
-    if type(key) is str:
-        return key
-    cleaned = _json_safe(key, _Budget(), _MAX_DETAILS_DEPTH - 1)  # (a str subclass: plain)
-    if isinstance(cleaned, str):
-        return cleaned
-    if cleaned is None or isinstance(cleaned, bool | int | float):
-        return str(cleaned)  # as str() has always named them: "1", "True", "None"
-    try:
-        text = str(key)
-        return text if type(text) is str else str.__str__(text)  # (a subclass: plain)
-    except Exception:
-        return f"<{type(key).__name__[:200]}>"
 
 
 _LOG_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -1092,55 +835,3 @@ def _log_token(value: str | None) -> str:
     if value is None:
         return "-"
     return value if _LOG_TOKEN.fullmatch(value) else json.dumps(value, ensure_ascii=True)
-
-
-def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
-    """``value`` (JSON-safe already) with every string in it redacted, and the whole value of
-    every credential-named key (``Authorization``, ``api_key``, ``Cookie``...) replaced."""
-    if type(value) in _NOT_TEXT:
-        return value
-    if isinstance(value, str):
-        return redact_text(value, secrets)
-    # (A string item is redacted here directly, as the call for it would: one call less each.)
-    if isinstance(value, dict):
-        redacted: dict[str, Any] = {}
-        for key, item in value.items():
-            shown = redact_text(key, secrets)  # a key may itself be a secret value
-            base, n = shown, 1
-            while shown in redacted:  # keys that differed only by a secret: each kept
-                n += 1
-                shown = f"{base} ({n})"
-            redacted[shown] = (
-                REDACTED
-                if credential_key(key)
-                else redact_text(item, secrets)
-                if type(item) is str
-                else _redact_json(item, secrets)
-            )
-        return redacted
-    if isinstance(value, list):
-        if len(value) == 2 and _is_credential_pair(value):  # ("x-api-key", "...") as a list
-            return [redact_text(value[0], secrets), REDACTED]
-        return [
-            redact_text(item, secrets) if type(item) is str else _redact_json(item, secrets)
-            for item in value
-        ]
-    return value
-
-
-def _is_credential_pair(pair: list[Any]) -> bool:
-    """A (name, value) pair of a credential, as ``list(headers.items())`` gives them."""
-    name, value = pair
-    return type(name) is str and type(value) is str and credential_key(name)
-
-
-def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:
-    # traceback copes with hostile __str__ and cyclic chains on its own.
-    text = "".join(traceback.format_exception(exc))
-    return _classify.scrub_requests(text, exc, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)
-
-
-# The mapping table needs the classes above, and ErrorInfo needs the table: imported last, so
-# that either module may be imported first (a function-level import cost about 1 us per failed
-# call). The names are looked up on the module when called, once both are complete.
-from tdk import _classify  # noqa: E402

@@ -6,8 +6,10 @@ import enum
 from typing import Annotated, Any
 
 from tdk import tool
+from tdk._error_info import _redact_json
+from tdk._json_safe import json_safe, json_safe_mapping
 from tdk._redact import REDACTED
-from tdk.errors import ErrorKind, _Budget, _json_safe, _json_safe_mapping, _redact_json
+from tdk.errors import ErrorKind
 
 TOKEN = "sk-" + "a" * 24
 
@@ -23,18 +25,18 @@ class _Colour(enum.Enum):
 
 
 def test_json_safe_of_scalars_and_nested_plain_containers() -> None:
-    assert _json_safe(5, _Budget(), 0) == 5
-    assert _json_safe("a", _Budget(), 0) == "a"
-    assert _json_safe([[1, "a", None], {"k": [True, 1.5]}], _Budget(), 0) == [
+    assert json_safe(5) == 5
+    assert json_safe("a") == "a"
+    assert json_safe([[1, "a", None], {"k": [True, 1.5]}]) == [
         [1, "a", None],
         {"k": [True, 1.5]},
     ]
-    assert _json_safe({1: (2, 3)}, _Budget(), 0) == {"1": [2, 3]}
+    assert json_safe({1: (2, 3)}) == {"1": [2, 3]}
 
 
 def test_json_safe_enum_with_a_container_value() -> None:
-    assert _json_safe(_Colour.RED, _Budget(), 0) == ["#f00", "red"]
-    assert _json_safe_mapping({"c": _Colour.RED, _Text("t"): 1}) == {"c": ["#f00", "red"], "t": 1}
+    assert json_safe(_Colour.RED) == ["#f00", "red"]
+    assert json_safe_mapping({"c": _Colour.RED, _Text("t"): 1}) == {"c": ["#f00", "red"], "t": 1}
 
 
 def test_redact_json_redacts_every_string_however_reached() -> None:

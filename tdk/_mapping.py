@@ -1,9 +1,10 @@
 """Any exception -> one tdk error: the single mapping table of ``docs/errors.md``.
 
 tdk's own errors pass through unchanged. Foreign exceptions are looked up along their MRO, so
-the most specific class wins. httpx exceptions are keyed by class name, which makes the same
-rows serve ``httpx2`` (whose classes share the names but not the base classes) without
-importing either package.
+the most specific class wins: the builtin rows here, the httpx rows in
+:mod:`tdk.http._exceptions` (keyed by class name, which makes the same rows serve ``httpx2``,
+whose classes share the names but not the base classes; loaded the first time an httpx
+exception is met).
 """
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ from typing import Any, Final, NamedTuple, TypedDict
 from tdk._redact import SECRET_HEADER_NAMES, redact_text, redact_url
 from tdk.errors import (
     MAX_DEVELOPER_MESSAGE_CHARS,
-    MAX_SAFE_INT,
     ErrorKind,
     FatalToolError,
-    NetworkTransportError,
     ToolCancelledError,
     ToolError,
     ToolTimeoutError,
-    UpstreamError,
 )
 
 #: Root module names whose exceptions are mapped by the httpx rows.
@@ -63,81 +61,8 @@ class Mapped(NamedTuple):
         return self.cls(self.message, **self.options)  # type: ignore[misc]
 
 
-_Build = Callable[[BaseException, Iterable[str]], Mapped | ToolError]
-
-
-def _network(kind: ErrorKind, message: str) -> _Build:
-    def build(exc: BaseException, secrets: Iterable[str]) -> Mapped:
-        return Mapped(
-            NetworkTransportError,
-            message,
-            {
-                "kind": kind,
-                "developer_message": describe(exc, secrets),
-                "details": _request_details(exc, secrets),
-            },
-        )
-
-    return build
-
-
-def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
-    """``raise_for_status()`` inside a tool: exactly the classification of the HTTP hook
-    (``tdk.http.classify``, one code path, for httpx and httpx2 responses alike). Falls back to
-    the status alone when the exception carries no readable response, or one below 400 (httpx
-    raises for 1xx and 3xx too).
-    """
-    try:
-        response = getattr(exc, "response", None)
-        status = getattr(response, "status_code", None)
-        readable = hasattr(response, "headers")
-    except Exception:  # a property that fails: nothing to read
-        response = status = None
-        readable = False
-    if type(status) is not int:
-        status = None  # (an int subclass, a bool: not a status to trust)
-    if status is not None and readable:
-        from tdk.http import classify  # here, so that ``import tdk`` stays light
-
-        try:
-            error = classify(response, secrets=list(secrets))  # type: ignore[arg-type]
-        except Exception:  # pragma: no cover (classify() falls back to the status itself)
-            error = None
-        if error is not None:
-            return error
-    return UpstreamError(
-        "The upstream service returned an error.",
-        status_code=status if status is not None and abs(status) <= MAX_SAFE_INT else None,
-        developer_message=describe(exc, secrets),
-        details=_request_details(exc, secrets),
-    )
-
-
-#: httpx exception class name -> builder; looked up along the MRO, most specific first.
-HTTPX_TABLE: Final[Mapping[str, _Build]] = {
-    "HTTPStatusError": _http_status,
-    "TimeoutException": _network(
-        _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT, "The upstream service did not answer in time."
-    ),
-    "ConnectError": _network(
-        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."
-    ),
-    "ProxyError": _network(
-        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."
-    ),
-    "ProtocolError": _network(
-        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE,
-        "The upstream service broke the HTTP protocol.",
-    ),
-    "TransportError": _network(
-        _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
-        "The connection to the upstream service failed.",
-    ),
-    "RequestError": _network(
-        _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
-        "The request to the upstream service failed.",
-    ),
-}
+#: A row of the table: the exception and the secrets to scrub -> its error, or what makes it.
+Build = Callable[[BaseException, Iterable[str]], Mapped | ToolError]
 
 
 def _timeout(exc: BaseException, secrets: Iterable[str]) -> Mapped:
@@ -183,8 +108,8 @@ def _fatal(exc: BaseException, secrets: Iterable[str]) -> Mapped:
     )
 
 
-#: Builtin exception class -> builder; looked up along the MRO after the httpx rows.
-BUILTIN_TABLE: Final[Mapping[type[BaseException], _Build]] = {
+#: Builtin exception class -> builder; looked up along the MRO, as the httpx rows are.
+BUILTIN_TABLE: Final[Mapping[type[BaseException], Build]] = {
     TimeoutError: _timeout,
     asyncio.CancelledError: _cancelled,
     BaseExceptionGroup: _group,
@@ -208,11 +133,11 @@ def map_foreign(exc: BaseException, secrets: Iterable[str]) -> Mapped | ToolErro
 
 
 #: Exception type -> its row, remembered after the first MRO walk (bounded: cleared when full).
-_ROW_OF_TYPE: dict[type[BaseException], _Build] = {}
+_ROW_OF_TYPE: dict[type[BaseException], Build] = {}
 _MAX_REMEMBERED_TYPES: Final = 512
 
 
-def _builder_for(exc: BaseException) -> _Build:
+def _builder_for(exc: BaseException) -> Build:
     exc_type = type(exc)
     build = _ROW_OF_TYPE.get(exc_type)
     if build is None:
@@ -223,9 +148,13 @@ def _builder_for(exc: BaseException) -> _Build:
     return build
 
 
-def _walk_mro(exc_type: type[BaseException]) -> _Build:
+def _walk_mro(exc_type: type[BaseException]) -> Build:
     for cls in exc_type.__mro__:
         if _root_module(cls) in HTTPX_MODULES:
+            # The httpx rows live with the hook, loaded the first time an httpx exception is
+            # met (a walk is remembered per type: once per type at most).
+            from tdk.http._exceptions import HTTPX_TABLE
+
             build = HTTPX_TABLE.get(cls.__name__)
         else:
             build = BUILTIN_TABLE.get(cls)
@@ -308,7 +237,7 @@ def _request_of(exc: BaseException) -> Any:
     return request if kind.__name__ == "Request" and _root_module(kind) in HTTPX_MODULES else None
 
 
-def _request_details(exc: BaseException, secrets: Iterable[str]) -> dict[str, Any]:
+def request_details(exc: BaseException, secrets: Iterable[str]) -> dict[str, Any]:
     """Method and redacted URL of the request an httpx error carries, if any. Beyond
     userinfo and query values, a secret in the path (``/bot<token>/``) is scrubbed too."""
     request = _request_of(exc)

@@ -1,0 +1,255 @@
+"""Any exception -> the :class:`~tdk.errors.ErrorInfo` that a result carries.
+
+tdk's own errors are read field by field (never trusting them: a tool may raise one whose
+``__init__`` skipped ``ToolError.__init__``, or whose fields were reassigned), foreign ones
+through the mapping table of :mod:`tdk._mapping`; then every text is redacted, and the stack
+trace added when asked for. :meth:`ErrorInfo.from_exception` and
+:meth:`ErrorInfo.from_error_string` call into this module, which keeps ``tdk.errors`` free of
+any other tdk module.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from tdk._mapping import map_foreign, parse_error_string, scrub_requests
+from tdk._redact import REDACTED, credential_key, redact_text
+from tdk.errors import (
+    _KIND_TABLE,
+    DEFAULT_MAX_RETRY_ATTEMPTS,
+    MAX_DEVELOPER_MESSAGE_CHARS,
+    MAX_SAFE_INT,
+    ErrorInfo,
+    ErrorKind,
+    FatalToolError,
+    ToolError,
+    _details_of,
+)
+
+#: Validates a record as ``ErrorInfo(**record)`` would, without a frame of its own.
+_VALIDATE: Final = ErrorInfo.__pydantic_validator__.validate_python
+
+
+def error_info_from_exception(
+    exc: BaseException,
+    tool_name: str | None = None,
+    *,
+    include_stacktrace: bool = False,
+    secrets: Iterable[str] = (),
+) -> ErrorInfo:
+    """:meth:`ErrorInfo.from_exception <tdk.errors.ErrorInfo.from_exception>`."""
+    secrets = tuple(secrets)
+    if isinstance(exc, ToolError):
+        # Raised by code as it is: its texts are its author's, so they are redacted here.
+        record = _read_tool_error(exc)
+        if isinstance(record, list):  # the fields it lacks, or that have the wrong type
+            return _unreadable(exc, record, tool_name, secrets)
+        for name in ("message", "developer_message", "additional_prompt_content"):
+            if record[name]:
+                record[name] = redact_text(record[name], secrets)
+        own = record["tool_name"]
+        if own is not None and own != tool_name:  # set by the error's author: any text
+            record["tool_name"] = redact_text(own, secrets)
+        record["details"] = _redact_json(record["details"], secrets)
+        record["cause"] = None if exc.__cause__ is None else type(exc.__cause__).__name__
+    else:
+        # Mapped by the table from text it already redacted with these same secrets (not
+        # scanned twice), and read without making the error when the row allows it.
+        mapped = map_foreign(exc, secrets)
+        if isinstance(mapped, ToolError):
+            record = mapped._record()
+            record["cause"] = type(exc).__name__
+        else:
+            record = _mapped_record(
+                mapped.cls, mapped.message, tool_name, type(exc).__name__, **mapped.options
+            )
+    if record["tool_name"] is None:
+        record["tool_name"] = tool_name
+    if include_stacktrace:
+        record["stacktrace"] = _stacktrace(exc, secrets)
+    try:
+        info: ErrorInfo = _VALIDATE(record)
+    except ValidationError as invalid:  # pragma: no cover (every field was read by its type)
+        fields = sorted({str(e["loc"][0]) for e in invalid.errors() if e["loc"]})
+        return _unreadable(exc, fields, tool_name, secrets)
+    return info
+
+
+def _unreadable(
+    exc: BaseException, fields: list[str], tool_name: str | None, secrets: Iterable[str]
+) -> ErrorInfo:
+    """A ``TOOL_RUNTIME_FATAL`` error for a tdk error whose ``fields`` cannot be read
+    (a subclass whose ``__init__`` skipped ``ToolError.__init__``, fields reassigned to
+    values of the wrong type): a bug of the code that raised it."""
+    name = type(exc).__name__[:200]
+    malformed = FatalToolError(
+        f"The tool raised a {name} that tdk could not read.",
+        developer_message=(
+            f"Fields missing or of the wrong type: {', '.join(fields)}. An error's "
+            "__init__ must call ToolError.__init__, and its fields keep their types."
+        ),
+    )
+    return error_info_from_exception(malformed, tool_name, secrets=secrets)
+
+
+def error_info_from_text(text: str, tool_name: str | None = None) -> ErrorInfo:
+    """:meth:`ErrorInfo.from_error_string <tdk.errors.ErrorInfo.from_error_string>`."""
+    kind, error, parsed_tool, message = parse_error_string(redact_text(text))
+    return ErrorInfo(
+        error=error,
+        kind=kind,
+        category=kind.category,
+        message=message,
+        developer_message=message,
+        retryable=kind.default_retryable,
+        tool_name=tool_name if tool_name is not None else parsed_tool,
+        max_retry_attempts=DEFAULT_MAX_RETRY_ATTEMPTS if kind.default_retryable else 0,
+    )
+
+
+def make_error_info(
+    cls: type[ToolError], message: str, tool_name: str, *, details: Mapping[str, Any]
+) -> ErrorInfo:
+    """The :class:`ErrorInfo` of ``cls(message, details=details)`` raised by ``tool_name``,
+    without making the error: for failures tdk describes itself, in text it has made safe
+    (so it is not scanned again). ``cls`` keeps its kind's default retryability."""
+    record = _mapped_record(cls, message, tool_name, None, details=details)
+    info: ErrorInfo = _VALIDATE(record)
+    return info
+
+
+def _mapped_record(
+    cls: type[ToolError],
+    message: str,
+    tool_name: str | None,
+    cause: str | None,
+    *,
+    kind: ErrorKind | None = None,
+    developer_message: str | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ErrorInfo fields of ``cls(message, kind=..., developer_message=..., details=...)``,
+    without making the error. Only for classes that keep their kind's default retryability,
+    and for ``details`` that tdk built JSON-safe (a test compares the two for every row of the
+    mapping table)."""
+    if kind is None:  # the class's own kind: its category and retryability are class attributes
+        category, retryable = cls.category, cls.retryable
+    else:
+        category, retryable = _KIND_TABLE[kind]
+    return {
+        "error": cls.__name__,
+        "kind": cls.kind if kind is None else kind,
+        "category": category,
+        "message": message,
+        "developer_message": developer_message,
+        "retryable": retryable,
+        "tool_name": tool_name,
+        "max_retry_attempts": DEFAULT_MAX_RETRY_ATTEMPTS if retryable else 0,
+        "details": dict(details) if details else {},
+        "cause": cause,
+    }
+
+
+_NOT_TEXT: Final = frozenset({int, float, bool, type(None)})
+_MISSING: Final = object()
+#: ``(field, type, may be None)`` of what :func:`_read_tool_error` reads.
+_FIELDS: Final = (
+    ("message", str, False),
+    ("developer_message", str, True),
+    ("retry_after_ms", int, True),
+    ("status_code", int, True),
+    ("additional_prompt_content", str, True),
+    ("tool_name", str, True),
+    ("max_retry_attempts", int, False),
+    ("retryable", bool, False),
+    ("kind", ErrorKind, False),
+)
+
+
+def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
+    """The ErrorInfo fields of ``exc`` (``details`` made JSON-safe, texts as plain ``str``),
+    or the names of the fields that are missing or of the wrong type. Never raises: a tool
+    may raise an error whose ``__init__`` skipped ``ToolError.__init__``, or whose fields were
+    reassigned to anything."""
+    record: dict[str, Any] = {"error": type(exc).__name__}
+    wrong = []
+    for name, expected, optional in _FIELDS:
+        try:
+            value = getattr(exc, name)
+        except Exception:  # not set at all, or a property that fails
+            value = _MISSING
+        kind = type(value)  # (not isinstance(): an object may lie about its __class__)
+        if value is None and optional:
+            record[name] = None
+        elif expected is str and issubclass(kind, str):
+            record[name] = str.__str__(value)  # a subclass as the plain value: no method called
+        elif expected is int and issubclass(kind, int) and kind is not bool:
+            number = record[name] = int.__index__(value)
+            if not (-MAX_SAFE_INT if name == "status_code" else 0) <= number <= MAX_SAFE_INT:
+                wrong.append(name)  # out of range (the constructor checks it; reassigned since)
+        elif kind is expected or (expected is ErrorKind and issubclass(kind, ErrorKind)):
+            record[name] = value
+        else:
+            wrong.append(name)
+    try:
+        details: object = exc.details
+    except Exception:
+        details = _MISSING
+    if issubclass(type(details), Mapping):
+        record["details"] = _details_of(details)  # type: ignore[arg-type]
+    else:
+        wrong.append("details")
+    if wrong:
+        return wrong
+    record["category"] = record["kind"].category
+    return record
+
+
+def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` (JSON-safe already) with every string in it redacted, and the whole value of
+    every credential-named key (``Authorization``, ``api_key``, ``Cookie``...) replaced."""
+    if type(value) in _NOT_TEXT:
+        return value
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    # (A string item is redacted here directly, as the call for it would: one call less each.)
+    if isinstance(value, dict):
+        redacted: dict[str, Any] = {}
+        for key, item in value.items():
+            shown = redact_text(key, secrets)  # a key may itself be a secret value
+            base, n = shown, 1
+            while shown in redacted:  # keys that differed only by a secret: each kept
+                n += 1
+                shown = f"{base} ({n})"
+            redacted[shown] = (
+                REDACTED
+                if credential_key(key)
+                else redact_text(item, secrets)
+                if type(item) is str
+                else _redact_json(item, secrets)
+            )
+        return redacted
+    if isinstance(value, list):
+        if len(value) == 2 and _is_credential_pair(value):  # ("x-api-key", "...") as a list
+            return [redact_text(value[0], secrets), REDACTED]
+        return [
+            redact_text(item, secrets) if type(item) is str else _redact_json(item, secrets)
+            for item in value
+        ]
+    return value
+
+
+def _is_credential_pair(pair: list[Any]) -> bool:
+    """A (name, value) pair of a credential, as ``list(headers.items())`` gives them."""
+    name, value = pair
+    return type(name) is str and type(value) is str and credential_key(name)
+
+
+def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:
+    # traceback copes with hostile __str__ and cyclic chains on its own.
+    text = "".join(traceback.format_exception(exc))
+    return scrub_requests(text, exc, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)

@@ -1,0 +1,95 @@
+"""The httpx rows of the exception mapping table (``docs/errors.md``).
+
+Keyed by class name, so that the same rows serve ``httpx2``, whose classes share the names but
+not the base classes. :mod:`tdk._mapping` loads this module the first time it meets an httpx
+exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from tdk._mapping import Build, Mapped, describe, request_details
+from tdk.errors import (
+    MAX_SAFE_INT,
+    ErrorKind,
+    NetworkTransportError,
+    ToolError,
+    UpstreamError,
+)
+from tdk.http._hooks import classify
+
+_K = ErrorKind
+
+
+def _network(kind: ErrorKind, message: str) -> Build:
+    def build(exc: BaseException, secrets: Iterable[str]) -> Mapped:
+        return Mapped(
+            NetworkTransportError,
+            message,
+            {
+                "kind": kind,
+                "developer_message": describe(exc, secrets),
+                "details": request_details(exc, secrets),
+            },
+        )
+
+    return build
+
+
+def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
+    """``raise_for_status()`` inside a tool: exactly the classification of the HTTP hook
+    (``tdk.http.classify``, one code path, for httpx and httpx2 responses alike). Falls back to
+    the status alone when the exception carries no readable response, or one below 400 (httpx
+    raises for 1xx and 3xx too).
+    """
+    try:
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None)
+        readable = hasattr(response, "headers")
+    except Exception:  # a property that fails: nothing to read
+        response = status = None
+        readable = False
+    if type(status) is not int:
+        status = None  # (an int subclass, a bool: not a status to trust)
+    if status is not None and readable:
+        try:
+            error = classify(response, secrets=list(secrets))  # type: ignore[arg-type]
+        except Exception:  # pragma: no cover (classify() falls back to the status itself)
+            error = None
+        if error is not None:
+            return error
+    return UpstreamError(
+        "The upstream service returned an error.",
+        status_code=status if status is not None and abs(status) <= MAX_SAFE_INT else None,
+        developer_message=describe(exc, secrets),
+        details=request_details(exc, secrets),
+    )
+
+
+#: httpx exception class name -> builder; looked up along the MRO, most specific first.
+HTTPX_TABLE: Final[Mapping[str, Build]] = {
+    "HTTPStatusError": _http_status,
+    "TimeoutException": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT, "The upstream service did not answer in time."
+    ),
+    "ConnectError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."
+    ),
+    "ProxyError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."
+    ),
+    "ProtocolError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE,
+        "The upstream service broke the HTTP protocol.",
+    ),
+    "TransportError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
+        "The connection to the upstream service failed.",
+    ),
+    "RequestError": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
+        "The request to the upstream service failed.",
+    ),
+}

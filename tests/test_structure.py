@@ -1,0 +1,78 @@
+"""The shape of the package: what each module imports."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "tdk"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imported_at_load(name: str) -> set[str]:
+    """The tdk modules ``name`` imports when it is loaded: module-level imports only, outside
+    ``if TYPE_CHECKING:`` (imports inside functions run when called, not when loaded)."""
+    tree = ast.parse(MODULES[name].read_text())
+    found: set[str] = set()
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.If | ast.Try):
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, block, []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(tree.body)
+    return {module for module in found if module in MODULES and module != name}
+
+
+def test_importing_tdk_errors_loads_no_other_tdk_module() -> None:
+    """``tdk.errors`` is a leaf: the package itself loads its names on first use."""
+    code = "import sys, tdk.errors; print(sorted(m for m in sys.modules if m.startswith('tdk')))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "['tdk', 'tdk.errors']"
+
+
+def test_tdk_errors_imports_nothing_of_tdk_when_loaded() -> None:
+    assert _imported_at_load("tdk.errors") == set()
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    graph = {name: _imported_at_load(name) for name in MODULES}
+    state: dict[str, str] = {}
+
+    def walk(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(graph[name]):
+            if state.get(target) == "open":
+                circle = [*path[path.index(target) :], target]
+                pytest.fail("import circle: " + " -> ".join(circle))
+            if target not in state:
+                walk(target, [*path, target])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            walk(name, [name])
