@@ -11,6 +11,7 @@ __version__ = "0.1.0.dev0"
 
 if TYPE_CHECKING:
     from tdk._context import ToolContext
+    from tdk._define.problems import ProblemKind
     from tdk._definition import ToolDefinition
     from tdk._result import ToolResult
     from tdk._tool import Tool, tool
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 #: to define or run a tool.
 _LAZY: dict[str, str] = {
     "ToolContext": "tdk._context",
+    "ProblemKind": "tdk._define.problems",
     "ToolDefinition": "tdk._definition",
     "ToolResult": "tdk._result",
     "Tool": "tdk._tool",
@@ -138,6 +140,7 @@ __all__ = [
     "ErrorKind",
     "FatalToolError",
     "NetworkTransportError",
+    "ProblemKind",
     "RateLimit",
     "RetryPolicy",
     "RetryableToolError",

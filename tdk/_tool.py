@@ -10,24 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import inspect
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextvars import ContextVar
 from types import FrameType
-from typing import Any, Generic, NoReturn, ParamSpec, TypeVar, cast, overload
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
-from tdk._definition import (
-    Problem,
-    ProblemKind,
-    ToolDefinition,
-    ToolOptions,
-    ToolSpec,
-    define_tool,
-    raise_problems,
-)
+from tdk._define import ToolOptions, define_tool
+from tdk._definition import ToolDefinition, ToolSpec
 from tdk._execute import DEFAULT, _Default, execute, map_direct_call_error
 from tdk._loop import run_in_new_loop
 from tdk._result import ToolResult
@@ -241,21 +233,6 @@ def tool(
 def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) -> Tool[_P, _R]:
     """Check ``fn`` and wrap it; ``caller`` is the frame that applied the decorator."""
     try:
-        if isinstance(fn, Tool):
-            raise_problems(
-                fn.name,
-                repr(fn),
-                [
-                    Problem(
-                        ProblemKind.ALREADY_A_TOOL,
-                        None,
-                        f"@tool was applied to '{fn.name}', which is already a tool",
-                        "apply @tool once, with all options in that one call",
-                    )
-                ],
-            )
-        if not inspect.isfunction(fn):
-            _raise_not_a_function(fn)
         localns = caller.f_locals if caller.f_locals is not caller.f_globals else None
         definition, spec = define_tool(fn, options, localns)
     except ToolDefinitionError as error:
@@ -323,26 +300,3 @@ def definition_errors_recorded() -> bool:
     block (False outside one)."""
     collector = _collector.get()
     return collector is not None and bool(collector.errors)
-
-
-def _raise_not_a_function(obj: object) -> NoReturn:
-    if isinstance(obj, str):
-        hint = f"pass options as keywords, e.g. @tool(name={obj!r})"
-    elif isinstance(obj, staticmethod | classmethod):
-        hint = "define the tool as a module-level function"
-    else:
-        hint = "apply @tool to a function defined with def or async def"
-    name = getattr(obj, "__name__", None)
-    what = f"'{name}'" if isinstance(name, str) else "an object"
-    raise_problems(
-        name if isinstance(name, str) else None,
-        f"an object of type {type(obj).__name__}",
-        [
-            Problem(
-                ProblemKind.NOT_A_FUNCTION,
-                None,
-                f"@tool was applied to {what} of type {type(obj).__name__}, not a function",
-                hint,
-            )
-        ],
-    )

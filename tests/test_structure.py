@@ -76,3 +76,16 @@ def test_the_import_graph_has_no_circle() -> None:
     for name in sorted(graph):
         if name not in state:
             walk(name, [name])
+
+
+def test_only_the_tool_module_calls_into_the_definition_phase() -> None:
+    """``tdk._define`` is entered by ``@tool`` alone (``tdk/__init__`` names ``ProblemKind``
+    there for lazy loading)."""
+    callers = set()
+    for name, path in MODULES.items():
+        if name.startswith("tdk._define") or name == "tdk":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tdk._define"):
+                callers.add(name)
+    assert callers == {"tdk._tool"}

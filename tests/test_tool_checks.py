@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from tdk._definition import ProblemKind
+from tdk import ProblemKind
 from tdk.errors import (
     ErrorKind,
     ToolDefinitionError,

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-from tdk._docstrings import Doc
-from tdk._problems import ProblemKind, Problems, quote
+from tdk._define.docstrings import Doc
+from tdk._define.problems import ProblemKind, Problems, quote
 from tdk._seconds import finite
 
 #: The rule for tool names shared by OpenAI, Anthropic and MCP hosts.

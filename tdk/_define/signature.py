@@ -31,8 +31,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from tdk._context import ToolContext
-from tdk._docstrings import Doc
-from tdk._problems import (
+from tdk._define.docstrings import Doc
+from tdk._define.problems import (
     TYPE_HINT,
     ProblemKind,
     Problems,
@@ -41,7 +41,7 @@ from tdk._problems import (
     type_text,
     type_trouble,
 )
-from tdk._schema import create_input_model, model_field_name, render_input_schema
+from tdk._define.schema import create_input_model, model_field_name, render_input_schema
 
 
 def resolve_hints(

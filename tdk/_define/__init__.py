@@ -1,0 +1,12 @@
+"""The definition phase: a function and the options of ``@tool`` -> its checked definition.
+
+Runs once per tool, when ``@tool`` decorates a function (:mod:`tdk._tool` is its one caller):
+:func:`define_tool` (in :mod:`~tdk._define.build`) checks the target, the options
+(:mod:`~tdk._define.options`), the docstring (:mod:`~tdk._define.docstrings`), the parameters
+(:mod:`~tdk._define.signature`) and the return type (:mod:`~tdk._define.schema`), collecting
+every problem (:mod:`~tdk._define.problems`) and raising them all at once.
+"""
+
+from tdk._define.build import ToolOptions, define_tool
+
+__all__ = ["ToolOptions", "define_tool"]

@@ -1,0 +1,242 @@
+"""Function + ``@tool`` options -> the public ``ToolDefinition`` and the internal ``ToolSpec``.
+
+Everything here runs once, when ``@tool`` decorates a function. :func:`define_tool` first
+checks that it was given a function (not a tool already, not a string given by mistake), then
+reads the docstring (:mod:`tdk._define.docstrings`) and checks, in this order, the options
+given to ``@tool`` (:mod:`tdk._define.options`), the function itself, its parameters
+(:mod:`tdk._define.signature`, which also builds the input model) and its return annotation
+(whose ``TypeAdapter`` and JSON Schema come from :mod:`tdk._define.schema`). Every problem
+found on the way is collected in one list; if there is any, they are all raised in one
+:class:`~tdk.errors.ToolDefinitionError` (:mod:`tdk._define.problems`). The result is a
+public :class:`~tdk.ToolDefinition` and the internal :class:`~tdk._definition.ToolSpec` that
+execution reads on every call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, Final, NamedTuple, NoReturn
+
+from pydantic import TypeAdapter
+
+from tdk._define.docstrings import parse_docstring
+from tdk._define.options import (
+    check_deprecation,
+    check_description,
+    check_inline,
+    check_name,
+    check_requirements,
+    check_timeout,
+)
+from tdk._define.problems import (
+    TYPE_HINT,
+    Problem,
+    ProblemKind,
+    Problems,
+    in_signature_order,
+    raise_problems,
+    type_text,
+    type_trouble,
+)
+from tdk._define.schema import core_may_hold_numbers, may_hold_numbers, output_adapter, output_extra
+from tdk._define.signature import Parameters, resolve_hints, unresolved, unresolved_hint
+from tdk._definition import NO_REQUIREMENTS, ToolDefinition, ToolRequirements, ToolSpec
+
+#: The fields-set every definition built by ``@tool`` shares (all fields are given). Sharing
+#: is safe because definitions are frozen and ``model_copy`` copies the set before updating
+#: it; it saves a set per tool.
+_DEFINITION_FIELDS: Final = set(ToolDefinition.model_fields)
+
+
+class ToolOptions(NamedTuple):
+    """The options given to ``@tool(...)``, as given (they are checked by :func:`define_tool`)."""
+
+    name: object = None
+    description: object = None
+    requires_secrets: object = ()
+    requires_metadata: object = ()
+    timeout: object = None
+    deprecated: object = None
+    inline: object = False
+
+
+def define_tool(
+    target: object, options: ToolOptions, localns: Mapping[str, Any] | None
+) -> tuple[ToolDefinition, ToolSpec]:
+    """Check ``target`` and build its definition and spec, or raise every problem at once.
+
+    ``localns`` is the namespace of the scope that applied ``@tool`` when it is not the
+    module (a function or class body), so annotations naming local classes resolve.
+    """
+    if not inspect.isfunction(target):
+        _raise_not_a_function(target)
+    fn = target
+    problems = Problems()
+    name = check_name(problems, options.name, fn.__name__)
+    doc = parse_docstring(fn.__doc__)
+    description = check_description(problems, options.description, doc)
+    secrets = check_requirements(
+        problems, options.requires_secrets, "requires_secrets", "secret", "API_KEY"
+    )
+    metadata = check_requirements(
+        problems, options.requires_metadata, "requires_metadata", "metadata value", "tenant_id"
+    )
+    timeout = check_timeout(problems, options.timeout)
+    deprecation = check_deprecation(problems, options.deprecated)
+    is_async = inspect.iscoroutinefunction(fn)
+    inline = check_inline(problems, options.inline, is_async, options.timeout)
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        problems.add(
+            ProblemKind.GENERATOR_FUNCTION,
+            None,
+            f"function '{fn.__name__}' yields values instead of returning one",
+            "return the complete value, for example a list, instead of yielding parts",
+        )
+    hints, failures = resolve_hints(fn, localns)
+    inputs = Parameters(problems, name, hints, failures, doc, fn=fn)
+    signature = inspect.signature(fn)
+    inputs.collect(signature)
+    model, input_schema = inputs.build_model()
+    adapter, output_schema = _output(problems, fn, hints, failures)
+    if problems:
+        raise_problems(name, _where(fn), in_signature_order(problems.found, signature.parameters))
+    assert model is not None
+    assert input_schema is not None
+    assert adapter is not None
+    assert output_schema is not None
+    requirements = (
+        ToolRequirements(secrets=secrets, metadata=metadata)
+        if secrets or metadata
+        else NO_REQUIREMENTS
+    )
+    definition = ToolDefinition.model_construct(
+        _DEFINITION_FIELDS,
+        name=name,
+        description=description,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        requirements=requirements,
+        deprecation_message=deprecation,
+        toolkit=None,
+    )
+    spec = ToolSpec(
+        input_model=model,
+        output_adapter=adapter,
+        context_parameter=inputs.context_parameter,
+        is_async=is_async,
+        inline=inline,
+        requirements=requirements,
+        timeout=timeout,
+        renames=_renames(inputs.advertised),
+        field_parameters=tuple(inputs.field_parameters),
+        output_extra=output_extra(output_schema),
+        output_numbers=(
+            may_hold_numbers(output_schema) or core_may_hold_numbers(adapter.core_schema)
+        ),
+    )
+    return definition, spec
+
+
+def _output(
+    problems: Problems,
+    fn: Callable[..., Any],
+    hints: Mapping[str, Any],
+    failures: Mapping[str, Exception],
+) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None]:
+    """The output adapter and schema, or a problem with the return annotation."""
+    if "return" in failures:
+        problems.add(
+            ProblemKind.UNRESOLVED_RETURN_ANNOTATION,
+            "return",
+            f"the return annotation {unresolved(failures['return'])}",
+            unresolved_hint(failures["return"], fn),
+        )
+        return None, None
+    if "return" not in hints:
+        problems.add(
+            ProblemKind.MISSING_RETURN_ANNOTATION,
+            "return",
+            "the function has no return annotation",
+            "annotate what it returns, e.g. -> str, or -> None when it returns nothing",
+        )
+        return None, None
+    annotation = hints["return"]
+    try:
+        return output_adapter(annotation)
+    except Exception as exc:
+        problems.add(
+            ProblemKind.UNSUPPORTED_RETURN_TYPE,
+            "return",
+            f"the return type is {type_text(annotation)}, which {type_trouble(exc, 'serialise')}",
+            TYPE_HINT,
+        )
+        return None, None
+
+
+_NO_RENAMES: Final[Mapping[str, str]] = types.MappingProxyType({})
+
+
+def _renames(advertised: Mapping[str, str]) -> Mapping[str, str]:
+    """The renamed entries of ``advertised`` (most tools have none: share one empty map)."""
+    renamed = {name: new for name, new in advertised.items() if name != new}
+    return types.MappingProxyType(renamed) if renamed else _NO_RENAMES
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    code = getattr(fn, "__code__", None)
+    location = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    return f"{fn.__module__}.{fn.__qualname__}{location}"
+
+
+def _raise_not_a_function(target: object) -> NoReturn:
+    """Raise the one problem of a ``target`` that is not a function: a tool already, or any
+    other object (a string given by mistake as ``@tool("name")``, a staticmethod...)."""
+    definition = _definition_of(target)
+    if definition is not None:
+        raise_problems(
+            definition.name,
+            repr(target),
+            [
+                Problem(
+                    ProblemKind.ALREADY_A_TOOL,
+                    None,
+                    f"@tool was applied to '{definition.name}', which is already a tool",
+                    "apply @tool once, with all options in that one call",
+                )
+            ],
+        )
+    _raise_other_object(target)
+
+
+def _definition_of(target: object) -> ToolDefinition | None:
+    """The definition ``target`` carries if it is a tool already (a :class:`~tdk.Tool`)."""
+    try:
+        definition = vars(target).get("definition")
+    except TypeError:  # no __dict__: not a tool
+        return None
+    return definition if isinstance(definition, ToolDefinition) else None
+
+
+def _raise_other_object(obj: object) -> NoReturn:
+    if isinstance(obj, str):
+        hint = f"pass options as keywords, e.g. @tool(name={obj!r})"
+    elif isinstance(obj, staticmethod | classmethod):
+        hint = "define the tool as a module-level function"
+    else:
+        hint = "apply @tool to a function defined with def or async def"
+    name = getattr(obj, "__name__", None)
+    what = f"'{name}'" if isinstance(name, str) else "an object"
+    raise_problems(
+        name if isinstance(name, str) else None,
+        f"an object of type {type(obj).__name__}",
+        [
+            Problem(
+                ProblemKind.NOT_A_FUNCTION,
+                None,
+                f"@tool was applied to {what} of type {type(obj).__name__}, not a function",
+                hint,
+            )
+        ],
+    )
