@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
 from tdk._arguments import (
@@ -77,7 +77,7 @@ _TOOL_BUG_KINDS: Final = frozenset(
 )
 
 
-async def execute(  # noqa: PLR0915  (one coroutine: each helper would cost a frame per call)
+async def execute(
     fn: Callable[..., Any],
     spec: ToolSpec,
     name: str,
@@ -89,13 +89,10 @@ async def execute(  # noqa: PLR0915  (one coroutine: each helper would cost a fr
     include_stacktrace: bool = False,
     lingering: list[Job] | None = None,
 ) -> ToolResult:
-    """Run one call of a tool and return its result; only cancellation of the caller,
-    ``KeyboardInterrupt`` and ``SystemExit`` escape (and ``TypeError``/``ValueError`` for a
-    ``call_id`` or ``timeout`` of the wrong kind, before anything runs).
-
-    ``lingering``, when given, receives the worker-thread job of a sync body that is still
-    running when the call returns (past its time limit, or cancelled).
-    """
+    """Run one call of a tool and return its result; only the caller's cancellation,
+    ``KeyboardInterrupt``, ``SystemExit`` and (before anything runs) a ``TypeError`` or
+    ``ValueError`` for a wrong ``call_id`` or ``timeout`` escape. ``lingering`` receives the
+    job of a sync body still running in its thread when the call returns."""
     start = perf_counter()
     if (call_id is not None and type(call_id) is not str) or (
         timeout is not DEFAULT
@@ -115,18 +112,9 @@ async def execute(  # noqa: PLR0915  (one coroutine: each helper would cost a fr
         try:
             if spec.requirements.secrets or spec.requirements.metadata:
                 _check_requirements(spec, context)
-            try:
-                validated = (  # a plain dict, as models send, goes straight to the validator
-                    spec.input_model.__pydantic_validator__.validate_python(arguments)
-                    if type(arguments) is dict
-                    else validate_arguments(spec.input_model, arguments)
-                )
-            except ValidationError as invalid:
-                info = invalid_arguments(invalid, spec, name, secrets)
-                return _finish(name, info, call_id, 0, start)
-            except Exception as unreadable:  # a mapping whose items cannot be read...
-                info = unreadable_arguments(unreadable, spec, name)
-                return _finish(name, info, call_id, 0, start)
+            validated = _validated(spec, name, arguments, secrets)
+            if type(validated) is ErrorInfo:
+                return _finish(name, validated, call_id, 0, start)
             kwargs = spec.arguments(validated, context)
             attempts = 1
             if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
@@ -140,18 +128,7 @@ async def execute(  # noqa: PLR0915  (one coroutine: each helper would cost a fr
                 job = run_in_worker(fn, kwargs)
                 await _wait_for(job, spec.timeout if timeout is DEFAULT else timeout, lingering)
                 value = job.outcome()  # here: a StopIteration must not cross a coroutine's end
-            adapter = spec.output_adapter
-            try:  # the core validator and serializer: the TypeAdapter methods add a frame each
-                output = adapter.serializer.to_python(
-                    adapter.validator.validate_python(value)
-                    if spec.output_extra is None
-                    else adapter.validator.validate_python(value, extra=spec.output_extra),
-                    mode="json",
-                )
-                if spec.output_numbers:
-                    _check_numbers(output)
-            except Exception as mismatch:  # a mismatch, or a value JSON cannot carry
-                raise _output_error(mismatch) from None
+            output = _checked_output(spec, value)
         except _ALWAYS_PROPAGATE:
             raise
         except BaseException as exc:
@@ -163,16 +140,7 @@ async def execute(  # noqa: PLR0915  (one coroutine: each helper would cost a fr
                 # The body swallowed its caller's cancellation. (Python 3.13 and newer: the
                 # suite covers it there.)
                 raise asyncio.CancelledError  # pragma: no cover
-            return _new_result(
-                {
-                    "tool": name,
-                    "call_id": call_id,
-                    "value": output,
-                    "error": None,
-                    "attempts": attempts,
-                    "duration_ms": (perf_counter() - start) * 1000,
-                }
-            )
+            return _result(name, call_id, output, None, attempts, started=start)
         result = failed(
             name,
             failure,
@@ -189,6 +157,41 @@ async def execute(  # noqa: PLR0915  (one coroutine: each helper would cost a fr
     finally:
         if ambient is not None:
             end_call_secrets(ambient)
+
+
+def _validated(
+    spec: ToolSpec, name: str, arguments: Arguments, secrets: tuple[str, ...]
+) -> BaseModel | ErrorInfo:
+    """The arguments validated by the tool's input model, or the error saying why not."""
+    try:
+        if type(arguments) is dict:  # a plain dict, as models send: straight to the validator
+            validated: BaseModel = spec.input_model.__pydantic_validator__.validate_python(
+                arguments
+            )
+            return validated
+        return validate_arguments(spec.input_model, arguments)
+    except ValidationError as invalid:
+        return invalid_arguments(invalid, spec, name, secrets)
+    except Exception as unreadable:  # a mapping whose items cannot be read...
+        return unreadable_arguments(unreadable, spec, name)
+
+
+def _checked_output(spec: ToolSpec, value: object) -> Any:
+    """The return value validated by the return annotation and serialised as JSON data, or a
+    :class:`~tdk.errors.ToolOutputError` (a mismatch, or a value JSON cannot carry)."""
+    adapter = spec.output_adapter
+    try:
+        output = adapter.serializer.to_python(
+            adapter.validator.validate_python(value)
+            if spec.output_extra is None
+            else adapter.validator.validate_python(value, extra=spec.output_extra),
+            mode="json",
+        )
+        if spec.output_numbers:
+            _check_numbers(output)
+    except Exception as mismatch:
+        raise _output_error(mismatch) from None
+    return output
 
 
 def failed(
@@ -254,12 +257,25 @@ def _finish(
 ) -> ToolResult:
     """The result of a failed call, logged once."""
     _log_failure(info)
+    return _result(name, call_id, None, info, attempts, started=started)
+
+
+def _result(
+    name: str,
+    call_id: str | None,
+    value: Any,
+    error: ErrorInfo | None,
+    attempts: int,
+    *,
+    started: float,
+) -> ToolResult:
+    """A call's result; ``started``: ``perf_counter()`` at the start of the call."""
     return _new_result(
         {
             "tool": name,
             "call_id": call_id,
-            "value": None,
-            "error": info,
+            "value": value,
+            "error": error,
             "attempts": attempts,
             "duration_ms": (perf_counter() - started) * 1000,
         }

@@ -1,4 +1,4 @@
-"""The shape of the package: what each module imports."""
+"""The shape of the package: what each module imports, and how long its functions are."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ PACKAGE = ROOT / "tdk"
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+#: Longest function allowed, in lines (its signature and docstring included).
+MAX_FUNCTION_LINES = 80
 
 
 MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
@@ -76,6 +80,35 @@ def test_the_import_graph_has_no_circle() -> None:
     for name in sorted(graph):
         if name not in state:
             walk(name, [name])
+
+
+def _functions(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text())
+    return [
+        (f"{_module_name(path)}.{node.name}:{node.lineno}", node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
+    ]
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    long = [
+        f"{name} ({lines} lines)"
+        for path in MODULES.values()
+        for name, lines in _functions(path)
+        if lines > MAX_FUNCTION_LINES
+    ]
+    assert long == []
+
+
+def test_no_function_length_is_excused() -> None:
+    excused = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in MODULES.values()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "PLR0915" in line
+    ]
+    assert excused == []
 
 
 def test_only_the_tool_module_calls_into_the_definition_phase() -> None:

@@ -7,8 +7,9 @@ retry loop: for each attempt, deadline -> rate limiter -> ``tool.run()`` -> repo
 circuit; after a failure, decide, then :meth:`~ToolRunner._prepare_retry` waits and asks the
 circuit again. Where no await is needed (a closed circuit, free slots, the in-process store)
 a stage runs inline: each further coroutine would cost 0.1-0.3 us, about 3% of a call. A
-refusal hands back what earlier guards granted. Every refusal is a ``ToolResult`` built by the same ``failed()`` as any other
-failure, so it is classified, redacted and logged once like the rest.
+refusal hands back what earlier guards granted. Every refusal is a ``ToolResult`` built by
+the same ``failed()`` as any other failure, so it is classified, redacted and logged once
+like the rest.
 """
 
 from __future__ import annotations
