@@ -11,6 +11,7 @@ __version__ = "0.1.0.dev0"
 
 if TYPE_CHECKING:
     from tdk._context import ToolContext
+    from tdk._default import DEFAULT, Default
     from tdk._define.problems import ProblemKind
     from tdk._definition import ToolDefinition
     from tdk._result import ToolResult
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
 #: to define or run a tool.
 _LAZY: dict[str, str] = {
     "ToolContext": "tdk._context",
+    "DEFAULT": "tdk._default",
+    "Default": "tdk._default",
     "ProblemKind": "tdk._define.problems",
     "ToolDefinition": "tdk._definition",
     "ToolResult": "tdk._result",
@@ -132,9 +135,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "DEFAULT",
     "Bulkhead",
     "CircuitBreaker",
     "ContextRequiredToolError",
+    "Default",
     "ErrorCategory",
     "ErrorInfo",
     "ErrorKind",

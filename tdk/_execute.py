@@ -10,7 +10,6 @@ done by ``@tool``; nothing here inspects the function.
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import logging
 import math
@@ -29,6 +28,7 @@ from tdk._arguments import (
     validate_arguments,
 )
 from tdk._context import ToolContext, secret_values
+from tdk._default import DEFAULT, Default
 from tdk._error_info import error_info_from_exception
 from tdk._mapping import describe, to_tool_error
 from tdk._redact import call_secrets, end_call_secrets, redact_text
@@ -59,14 +59,6 @@ _new_result: Final[Callable[[dict[str, Any]], ToolResult]] = (
 )
 
 
-class _Default(enum.Enum):
-    DEFAULT = "DEFAULT"
-
-
-DEFAULT: Final = _Default.DEFAULT
-"""Sentinel for "use the tool's own setting" (e.g. ``timeout=DEFAULT``)."""
-
-
 _CancelledError: Final = asyncio.CancelledError
 #: Exceptions that end the program or the thread, never a tool call's result.
 _ALWAYS_PROPAGATE: Final = (KeyboardInterrupt, SystemExit)
@@ -85,7 +77,7 @@ async def execute(
     *,
     context: ToolContext | None = None,
     call_id: str | None = None,
-    timeout: float | _Default | None = DEFAULT,
+    timeout: float | Default | None = DEFAULT,
     include_stacktrace: bool = False,
     lingering: list[Job] | None = None,
 ) -> ToolResult:
@@ -319,7 +311,7 @@ def check_call_id(call_id: object) -> None:
         raise TypeError(f"call_id must be a str or None, not {type(call_id).__name__}")
 
 
-def _checked_options(call_id: object, timeout: object) -> float | _Default | None:
+def _checked_options(call_id: object, timeout: object) -> float | Default | None:
     """``timeout`` checked as seconds (None and DEFAULT as they are), after ``call_id``."""
     check_call_id(call_id)
     return timeout if timeout is None or timeout is DEFAULT else check_timeout(timeout)

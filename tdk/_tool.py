@@ -18,9 +18,10 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
+from tdk._default import DEFAULT, Default
 from tdk._define import ToolOptions, define_tool
 from tdk._definition import ToolDefinition, ToolSpec
-from tdk._execute import DEFAULT, _Default, execute, map_direct_call_error
+from tdk._execute import execute, map_direct_call_error
 from tdk._loop import run_in_new_loop
 from tdk._result import ToolResult
 from tdk.errors import ToolDefinitionError
@@ -96,7 +97,7 @@ class Tool(Generic[_P, _R]):
         *,
         context: ToolContext | None = None,
         call_id: str | None = None,
-        timeout: float | _Default | None = DEFAULT,
+        timeout: float | Default | None = DEFAULT,
         include_stacktrace: bool = False,
     ) -> Coroutine[Any, Any, ToolResult]:
         """Run one call as a model would make it, and return its :class:`~tdk.ToolResult`.
@@ -127,7 +128,7 @@ class Tool(Generic[_P, _R]):
         *,
         context: ToolContext | None = None,
         call_id: str | None = None,
-        timeout: float | _Default | None = DEFAULT,
+        timeout: float | Default | None = DEFAULT,
         include_stacktrace: bool = False,
     ) -> ToolResult:
         """:meth:`run` for scripts and tests: runs the call in a new event loop.

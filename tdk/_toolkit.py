@@ -23,8 +23,9 @@ from typing import Any, TypeAlias
 
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
+from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
-from tdk._execute import DEFAULT, MAX_SHOWN_NAME, _Default, check_call_id, failed, shown_name
+from tdk._execute import MAX_SHOWN_NAME, check_call_id, failed, shown_name
 from tdk._mapping import describe
 from tdk._redact import redact_text
 from tdk._result import ToolResult
@@ -130,7 +131,7 @@ class Toolkit:
         *,
         context: ToolContext | None = None,
         call_id: str | None = None,
-        timeout: float | _Default | None = DEFAULT,
+        timeout: float | Default | None = DEFAULT,
         include_stacktrace: bool | None = None,
     ) -> ToolResult:
         """Run the tool called ``name`` (ignoring case) and return its result.

@@ -77,3 +77,44 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
     """A name tdk does not have raises AttributeError, as for any module."""
     with pytest.raises(AttributeError, match="no attribute 'missing'"):
         tdk.missing  # noqa: B018
+
+
+@tdk.tool(timeout=0.05)
+async def _sleeps(seconds: float) -> str:
+    """Sleep.
+
+    Args:
+        seconds: how long
+    """
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return "woke"
+
+
+@pytest.mark.parametrize(
+    ("timeout", "expected"),
+    [
+        pytest.param(tdk.DEFAULT, "TOOL_RUNTIME_TIMEOUT", id="default-is-the-tools-own-limit"),
+        pytest.param(None, None, id="none-is-no-limit"),
+        pytest.param(1.0, None, id="seconds-override"),
+    ],
+)
+def test_default_means_the_tools_own_time_limit(timeout: object, expected: str | None) -> None:
+    result = _sleeps.run_sync({"seconds": 0.2}, timeout=timeout)  # type: ignore[arg-type]
+    assert (result.error.kind if result.error else None) == expected
+
+
+def test_default_in_configure_inherits() -> None:
+    """``configure(x=DEFAULT)`` is the same as leaving ``x`` out: the setting is inherited;
+    None turns it off."""
+    runner = tdk.ToolRunner(tdk.Toolkit("t", [_sleeps]), timeout=3.0, deadline=9.0)
+    runner.configure("_sleeps", timeout=tdk.DEFAULT, deadline=None)
+    policies = runner.policies("_sleeps")
+    assert (policies.timeout, policies.deadline) == (3.0, None)
+
+
+def test_default_is_one_value_with_a_plain_repr() -> None:
+    assert tdk.DEFAULT is tdk.Default.DEFAULT
+    assert repr(tdk.DEFAULT) == "tdk.DEFAULT"
+    assert list(tdk.Default) == [tdk.DEFAULT]

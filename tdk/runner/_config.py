@@ -10,11 +10,11 @@ not passed are inherited. Patterns are tool names or globs (``fnmatch``: ``*``, 
 from __future__ import annotations
 
 import dataclasses
-import enum
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
+from tdk._default import DEFAULT
 from tdk.runner._policies import (
     Bulkhead,
     CircuitBreaker,
@@ -23,17 +23,7 @@ from tdk.runner._policies import (
     check_optional_seconds,
 )
 
-__all__ = ["UNSET", "Layers", "Policies", "Unset", "check_policies"]
-
-
-class Unset(enum.Enum):
-    """Type of :data:`UNSET`."""
-
-    UNSET = "UNSET"
-
-
-UNSET: Final = Unset.UNSET
-"""Marks an argument of ``configure`` that was not passed (inherited)."""
+__all__ = ["Layers", "Policies", "check_policies"]
 
 _POLICY_TYPES: Final[dict[str, type]] = {
     "retry": RetryPolicy,
@@ -65,7 +55,7 @@ def check_policies(given: dict[str, Any]) -> dict[str, Any]:
     """The given policies, checked: seconds as floats, policies of the right type."""
     checked: dict[str, Any] = {}
     for name, value in given.items():
-        if value is UNSET:
+        if value is DEFAULT:  # not given: inherited
             continue
         if name in ("timeout", "deadline"):
             checked[name] = check_optional_seconds(name, value)

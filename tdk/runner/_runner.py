@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict
 
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
-from tdk._execute import DEFAULT, _Default, check_call_id, execute, failed, shown_name
+from tdk._default import DEFAULT, Default
+from tdk._execute import check_call_id, execute, failed, shown_name
 from tdk._result import ToolResult
 from tdk._threads import Job
 from tdk._tool import Tool
@@ -42,7 +43,7 @@ from tdk.runner._breaker import (
     record,
 )
 from tdk.runner._bulkhead import Compartment, take_slots
-from tdk.runner._config import UNSET, Layers, Policies, Unset, check_policies
+from tdk.runner._config import Layers, Policies, check_policies
 from tdk.runner._limiter import admit, wait_ms
 from tdk.runner._policies import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy
 from tdk.runner._refusals import (
@@ -101,7 +102,7 @@ class _Plan:
     name: str
     policies: Policies
     compartment: Compartment | None
-    attempt_timeout: float | _Default
+    attempt_timeout: float | Default
     """The ``timeout=`` of each attempt without a deadline."""
     own_timeout: float | None
     """The per-attempt limit that a deadline may shorten."""
@@ -213,12 +214,12 @@ class ToolRunner:
         self,
         pattern: str,
         *,
-        timeout: float | Unset | None = UNSET,
-        deadline: float | Unset | None = UNSET,
-        retry: RetryPolicy | Unset | None = UNSET,
-        rate_limit: RateLimit | Unset | None = UNSET,
-        circuit_breaker: CircuitBreaker | Unset | None = UNSET,
-        bulkhead: Bulkhead | Unset | None = UNSET,
+        timeout: float | Default | None = DEFAULT,
+        deadline: float | Default | None = DEFAULT,
+        retry: RetryPolicy | Default | None = DEFAULT,
+        rate_limit: RateLimit | Default | None = DEFAULT,
+        circuit_breaker: CircuitBreaker | Default | None = DEFAULT,
+        bulkhead: Bulkhead | Default | None = DEFAULT,
     ) -> None:
         """Change policies for the tools whose names match ``pattern``: a name or a glob
         such as ``"search_*"``, compared ignoring case.
