@@ -52,7 +52,7 @@ def _is_text(argument: str) -> bool:
     return True
 
 
-def _load(target: str) -> Toolkit:
+def _toolkit_of_target(target: str) -> Toolkit:
     if _is_path(target):
         return Toolkit.from_path(target)
     return Toolkit.from_module(target)
@@ -87,7 +87,7 @@ def _report(error: ToolError) -> None:
         print(f"    fix: {problem.get('hint')}", file=sys.stderr)
 
 
-def _load_or_report(target: str) -> Toolkit | None:
+def _toolkit_or_report(target: str) -> Toolkit | None:
     """The toolkit, or None once every problem found while loading it is on stderr.
 
     Every broken tool is reported, not only the first: in this mode ``@tool`` records its
@@ -97,7 +97,7 @@ def _load_or_report(target: str) -> Toolkit | None:
     failure: list[ToolError] = []
     with collect_definition_errors() as broken:
         try:
-            toolkit = _load(target)
+            toolkit = _toolkit_of_target(target)
         except ToolError as error:
             failure.append(error)
         except SystemExit as exited:  # the API lets it through; here it would end tdk quietly
@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command(options: argparse.Namespace) -> int:
-    toolkit = _load_or_report(options.target)
+    toolkit = _toolkit_or_report(options.target)
     if toolkit is None:
         return 1
     if options.command == "check":

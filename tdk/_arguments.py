@@ -102,7 +102,7 @@ def invalid_arguments(
 
     The text is made safe here, piece by piece, instead of scanned whole afterwards. pydantic's
     message is kept only when it is pydantic's own rendering of a template over the schema
-    (see :func:`_problem`); a custom error that borrows a templated type's name, and may quote
+    (see :func:`_field_problem`); a custom error that borrows a templated type's name, and may quote
     the value, is told as "is not valid". A field path is kept as it is only when it names a
     parameter; any other path may carry what the model sent (an unknown key, a key of a
     mapping), so it is redacted (and cut), as is every message but pydantic's fixed texts. At
@@ -121,10 +121,10 @@ def invalid_arguments(
             field = redact_text(".".join(map(str, loc)), secrets, limit=MAX_FIELD_CHARS)
         error_type, text = error["type"], error["msg"]
         if text in _FIXED_MESSAGES.get(error_type, ()):
-            problem = _problem(error_type, text, field)
+            problem = _field_problem(error_type, text, field)
         else:
             own = error_type in _TEMPLATED_ERRORS and _renders(error_type, error.get("ctx"), text)
-            problem = redact_text(_problem(error_type, text if own else None, field), secrets)
+            problem = redact_text(_field_problem(error_type, text if own else None, field), secrets)
         errors.append({"field": field, "problem": problem})
         listed.append(f"'{field}' {problem}" if field else problem)
     if len(found) > MAX_LISTED_PROBLEMS:
@@ -163,7 +163,7 @@ def _renders(error_type: str, context: dict[str, Any] | None, text: str) -> bool
         return False
 
 
-def _problem(error_type: str, message: str | None, field: str) -> str:
+def _field_problem(error_type: str, message: str | None, field: str) -> str:
     """What the model is told about one field; ``message`` is pydantic's own text for a
     templated type, or None when the text is not known to be pydantic's."""
     if error_type == "missing":

@@ -106,7 +106,7 @@ async def execute(
                 _check_requirements(spec, context)
             validated = _validated(spec, name, arguments, secrets)
             if type(validated) is ErrorInfo:
-                return _finish(name, validated, call_id, 0, start)
+                return _logged_failure(name, validated, call_id, 0, start)
             kwargs = spec.arguments(validated, context)
             attempts = 1
             if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
@@ -133,7 +133,7 @@ async def execute(
                 # suite covers it there.)
                 raise asyncio.CancelledError  # pragma: no cover
             return _result(name, call_id, output, None, attempts, started=start)
-        result = failed(
+        result = failure_result(
             name,
             failure,
             call_id=call_id,
@@ -186,7 +186,7 @@ def _checked_output(spec: ToolSpec, value: object) -> Any:
     return output
 
 
-def failed(
+def failure_result(
     name: str,
     exc: BaseException,
     *,
@@ -206,11 +206,11 @@ def failed(
         )
     except Exception as unreadable:  # pragma: no cover (a bug of tdk's: no known exception
         # reaches here any more; tests/test_execute_hostile.py lists those that did)
-        info = _last_resort(exc, name, unreadable)
-    return _finish(name, info, call_id, attempts, started)
+        info = _type_only_failure(exc, name, unreadable)
+    return _logged_failure(name, info, call_id, attempts, started)
 
 
-def _last_resort(  # pragma: no cover (see failed())
+def _type_only_failure(  # pragma: no cover (see failure_result())
     exc: BaseException, name: str, unreadable: Exception
 ) -> ErrorInfo:
     """A fatal error naming only the type of ``exc``, when describing it failed: ``run()``
@@ -244,7 +244,7 @@ def shown_name(name: str, context: ToolContext | None) -> str:
     return redact_text(name, _secrets_of(context), limit=MAX_SHOWN_NAME)
 
 
-def _finish(
+def _logged_failure(
     name: str, info: ErrorInfo, call_id: str | None, attempts: int, started: float
 ) -> ToolResult:
     """The result of a failed call, logged once."""
@@ -314,10 +314,10 @@ def check_call_id(call_id: object) -> None:
 def _checked_options(call_id: object, timeout: object) -> float | Default | None:
     """``timeout`` checked as seconds (None and DEFAULT as they are), after ``call_id``."""
     check_call_id(call_id)
-    return timeout if timeout is None or timeout is DEFAULT else check_timeout(timeout)
+    return timeout if timeout is None or timeout is DEFAULT else checked_seconds(timeout)
 
 
-def check_timeout(timeout: object) -> float:
+def checked_seconds(timeout: object) -> float:
     """``timeout`` as seconds, or a ``TypeError``/``ValueError`` saying why it is none."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"timeout must be a number of seconds or None, not {shown(timeout)}")

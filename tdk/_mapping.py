@@ -65,7 +65,7 @@ class Mapped(NamedTuple):
 Build = Callable[[BaseException, Iterable[str]], Mapped | ToolError]
 
 
-def _timeout(exc: BaseException, secrets: Iterable[str]) -> Mapped:
+def _timed_out(exc: BaseException, secrets: Iterable[str]) -> Mapped:
     return Mapped(
         ToolTimeoutError, "The tool timed out.", {"developer_message": describe(exc, secrets)}
     )
@@ -110,7 +110,7 @@ def _fatal(exc: BaseException, secrets: Iterable[str]) -> Mapped:
 
 #: Builtin exception class -> builder; looked up along the MRO, as the httpx rows are.
 BUILTIN_TABLE: Final[Mapping[type[BaseException], Build]] = {
-    TimeoutError: _timeout,
+    TimeoutError: _timed_out,
     asyncio.CancelledError: _cancelled,
     BaseExceptionGroup: _group,
 }
@@ -218,7 +218,7 @@ def _requests_in_chain(exc: BaseException) -> list[Any]:
     while current is not None and id(current) not in seen and len(seen) < _MAX_CHAIN:
         seen.add(id(current))
         if _root_module(type(current)) in HTTPX_MODULES:
-            request = _request_of(current)
+            request = _request_carried_by(current)
             if request is not None:
                 requests.append(request)
         # (``is not None``, not ``or``: an exception's truth may be anything, even an error)
@@ -226,7 +226,7 @@ def _requests_in_chain(exc: BaseException) -> list[Any]:
     return requests
 
 
-def _request_of(exc: BaseException) -> Any:
+def _request_carried_by(exc: BaseException) -> Any:
     """The httpx(2) request ``exc`` carries, or None (only a real ``Request`` is read: an
     exception subclass may return anything there)."""
     try:
@@ -240,7 +240,7 @@ def _request_of(exc: BaseException) -> Any:
 def request_details(exc: BaseException, secrets: Iterable[str]) -> dict[str, Any]:
     """Method and redacted URL of the request an httpx error carries, if any. Beyond
     userinfo and query values, a secret in the path (``/bot<token>/``) is scrubbed too."""
-    request = _request_of(exc)
+    request = _request_carried_by(exc)
     if request is None:
         return {}
     from tdk.http._classify import redacted_url  # the hook's own, loaded with httpx errors only

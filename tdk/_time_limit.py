@@ -40,10 +40,10 @@ async def await_job(job: Job, limit: float) -> None:
             raise
         job.abandon()
         if job.state is DROPPED:
-            raise _timeout(
+            raise _timeout_error(
                 limit, "It never started: every worker thread was busy with other calls."
             ) from None
-        raise _timeout(
+        raise _timeout_error(
             limit, "The sync body is still running in its worker thread (it cannot be stopped)."
         ) from None
 
@@ -69,7 +69,7 @@ async def await_coroutine(coro: Coroutine[Any, Any, Any], limit: float) -> Any:
             return await _Relinquishing(coro, first, min(limit, MAX_GRACE), _past(scope))
     except TimeoutError:
         if scope.expired():
-            raise _timeout(limit, None) from None
+            raise _timeout_error(limit, None) from None
         raise  # a TimeoutError of the body's own: mapped by the table
 
 
@@ -85,7 +85,7 @@ def _past(scope: asyncio.Timeout) -> Callable[[], bool]:
     return past
 
 
-def _timeout(limit: float, developer_message: str | None) -> ToolTimeoutError:
+def _timeout_error(limit: float, developer_message: str | None) -> ToolTimeoutError:
     return ToolTimeoutError(
         f"The tool did not finish within {limit:.3g} s.",
         timeout=limit,

@@ -25,7 +25,7 @@ from tdk._arguments import Arguments
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
-from tdk._execute import MAX_SHOWN_NAME, check_call_id, failed, shown_name
+from tdk._execute import MAX_SHOWN_NAME, check_call_id, failure_result, shown_name
 from tdk._mapping import describe
 from tdk._redact import redact_text
 from tdk._result import ToolResult
@@ -147,7 +147,7 @@ class Toolkit:
                 raise TypeError(f"the tool name must be a str, not {type(name).__name__}")
             check_call_id(call_id)
             shown = shown_name(name, context)
-            return failed(
+            return failure_result(
                 shown,
                 self._not_found(name, shown),
                 call_id=call_id,
@@ -217,7 +217,7 @@ class Toolkit:
         """
         module_name, top_file = _locate(path, name)
         toolkit = name or module_name.rpartition(".")[2]
-        module = _load(module_name, top_file, toolkit)
+        module = _import_module(module_name, top_file, toolkit)
         return cls._collect(module, toolkit, version, description)
 
     @classmethod
@@ -329,7 +329,7 @@ def _locate_resolved(location: Path, toolkit: str | None) -> tuple[str, Path]:
     return ".".join(parts), top_file
 
 
-def _load(module_name: str, top_file: Path, toolkit: str) -> ModuleType:
+def _import_module(module_name: str, top_file: Path, toolkit: str) -> ModuleType:
     """Import the top-level module from ``top_file`` (unless it already is), then
     ``module_name`` within it."""
     top = module_name.partition(".")[0]

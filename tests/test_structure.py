@@ -122,3 +122,20 @@ def test_only_the_tool_module_calls_into_the_definition_phase() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tdk._define"):
                 callers.add(name)
     assert callers == {"tdk._tool"}
+
+
+def test_no_two_modules_or_functions_share_a_name() -> None:
+    """A name means one thing across the package: no two modules called the same, and no two
+    module-level functions (``@overload`` stubs aside)."""
+    modules = [name.rpartition(".")[2] for name in MODULES if not name.endswith("__init__")]
+    packages = {name for name in MODULES if MODULES[name].name == "__init__.py"}
+    stems = [stem for stem, name in zip(modules, MODULES, strict=True) if name not in packages]
+    assert sorted({s for s in stems if stems.count(s) > 1}) == []
+    seen: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not any(
+                "overload" in ast.unparse(d) for d in node.decorator_list
+            ):
+                seen.setdefault(node.name, []).append(name)
+    assert {f: m for f, m in seen.items() if len(m) > 1} == {}

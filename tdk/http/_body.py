@@ -293,7 +293,7 @@ async def aread_bounded(
     deadline = time.monotonic() + seconds
     taken = 0
     try:
-        async with _timeout(seconds):
+        async with _read_deadline(seconds):
             async for chunk in chunks:
                 piece = chunk[: limit - taken]
                 taken += len(piece)
@@ -306,7 +306,7 @@ async def aread_bounded(
     return bytes(inflater.out)
 
 
-def _timeout(seconds: float) -> AbstractAsyncContextManager[object]:
+def _read_deadline(seconds: float) -> AbstractAsyncContextManager[object]:
     """``asyncio.timeout(seconds)`` inside an asyncio task, else a context that does nothing."""
     try:
         running = asyncio.current_task() is not None
@@ -530,25 +530,33 @@ def _field_errors(first: dict[str, Any], error: object) -> tuple[tuple[str, str]
             field = _token(item.get("pointer")) or _token(source.get("pointer"))
             field = field or _token(source.get("parameter")) or _token(item.get("field"))
             if field is not None:
-                problem = _problem(item.get("detail")) or _problem(item.get("message"))
-                problem = problem or _problem(item.get("title")) or _problem(item.get("code"))
+                problem = _clean_problem(item.get("detail")) or _clean_problem(item.get("message"))
+                problem = (
+                    problem or _clean_problem(item.get("title")) or _clean_problem(item.get("code"))
+                )
                 found.append((field, problem))
     params = first.get("invalid-params")
     if isinstance(params, list):
-        found.extend((_token(i.get("name")), _problem(i.get("reason"))) for i in _dicts(params))
+        found.extend(
+            (_token(i.get("name")), _clean_problem(i.get("reason"))) for i in _dicts(params)
+        )
     detail = first.get("detail")
     if isinstance(detail, list):
-        found.extend((_location(i.get("loc")), _problem(i.get("msg"))) for i in _dicts(detail))
+        found.extend(
+            (_location(i.get("loc")), _clean_problem(i.get("msg"))) for i in _dicts(detail)
+        )
     if isinstance(error, dict):  # ``first["error"]``
         param = error.get("param")
         if isinstance(param, str):
-            problem = _problem(error.get("message")) or _problem(error.get("code"))
+            problem = _clean_problem(error.get("message")) or _clean_problem(error.get("code"))
             found.append((_token(param), problem))
         details = error.get("details")
         if isinstance(details, list):
             for violations in _dicts(details):
                 for item in _dicts(violations.get("fieldViolations")):
-                    found.append((_token(item.get("field")), _problem(item.get("description"))))
+                    found.append(
+                        (_token(item.get("field")), _clean_problem(item.get("description")))
+                    )
     if not found:
         return ()
     pairs = dict.fromkeys((field, problem) for field, problem in found if field and problem)
@@ -559,7 +567,7 @@ def _token(value: object) -> str | None:
     return (clean(value, MAX_TOKEN_CHARS) or None) if isinstance(value, str) else None
 
 
-def _problem(value: object) -> str | None:
+def _clean_problem(value: object) -> str | None:
     return (clean(value, MAX_PROBLEM_CHARS) or None) if isinstance(value, str) else None
 
 

@@ -127,7 +127,7 @@ def build_error(
     """Classify a response of status >= 400 (or outside 100-599) given at most its body.
 
     Raises only what ``check_body`` raises (or a ``TypeError`` for what it returns): an
-    unexpected exception of the classification itself gives :func:`_last_resort`'s error.
+    unexpected exception of the classification itself gives :func:`_status_only_error`'s error.
     """
     secrets = tuple(secrets)  # read twice when the last resort runs
     if not -MAX_SAFE_INT <= response.status_code <= MAX_SAFE_INT:
@@ -143,7 +143,7 @@ def build_error(
     if check_body is not None:  # the user's code: its exceptions are the user's
         custom = check_body(response, parsed.payload)
         if custom is not None:
-            return adopt(custom, response)
+            return complete_body_check_error(custom, response)
     if failure is None:
         try:
             return _classified(
@@ -151,10 +151,10 @@ def build_error(
             )
         except Exception as exc:  # a bug: never let a foreign exception leave the hook
             failure = exc
-    return _last_resort(response, failure, now=now, limit=max_retry_after_ms, secrets=secrets)
+    return _status_only_error(response, failure, now=now, limit=max_retry_after_ms, secrets=secrets)
 
 
-def _last_resort(
+def _status_only_error(
     response: httpx.Response,
     failure: Exception,
     *,
@@ -221,7 +221,7 @@ def _classified(
 ) -> UpstreamError:
     """The classification proper (see the module doc); ``limit`` is ``max_retry_after_ms``."""
     status = response.status_code
-    request = _request_of(response)
+    request = _request_or_none(response)
     clock = Clock(headers.get("date"), now)
     state = rate_limit_state(headers, status, clock)
     cls = UpstreamError.class_for_status(status)
@@ -276,7 +276,7 @@ def _classified(
     )
 
 
-def adopt(error: object, response: httpx.Response) -> UpstreamError:
+def complete_body_check_error(error: object, response: httpx.Response) -> UpstreamError:
     """Fill in what a provider-specific check left out: status, method and redacted URL."""
     if not isinstance(error, UpstreamError):
         raise TypeError(
@@ -284,7 +284,7 @@ def adopt(error: object, response: httpx.Response) -> UpstreamError:
         )
     if error.status_code is None:
         error.status_code = response.status_code
-    base = _details(_request_of(response), response.status_code)
+    base = _details(_request_or_none(response), response.status_code)
     for key, value in base.items():
         error.details.setdefault(key, value)
     return error
@@ -349,7 +349,7 @@ def _basic_pair(credential: str) -> list[str]:
     return [pair, pair.partition(":")[2]]
 
 
-def _request_of(response: httpx.Response) -> httpx.Request | None:
+def _request_or_none(response: httpx.Response) -> httpx.Request | None:
     try:
         return response.request
     except RuntimeError:  # a response built by hand, without a request

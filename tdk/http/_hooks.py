@@ -39,7 +39,7 @@ from tdk.http._body import (
     read_bounded,
     read_content,
 )
-from tdk.http._classify import BodyCheck, adopt, build_error, request_secrets
+from tdk.http._classify import BodyCheck, build_error, complete_body_check_error, request_secrets
 from tdk.http._logging import redact_httpx_logs
 from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS
 
@@ -235,7 +235,7 @@ class UpstreamHook:
         except (ValueError, RecursionError):
             return None
         error = self.check_body(response, payload)
-        return None if error is None else adopt(error, response)
+        return None if error is None else complete_body_check_error(error, response)
 
     def _check_success(self, response: httpx.Response) -> None:
         error = self._body_error(response, response.content)

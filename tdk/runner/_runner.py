@@ -8,7 +8,7 @@ circuit; after a failure, decide, then :meth:`~ToolRunner._prepare_retry` waits 
 circuit again. Where no await is needed (a closed circuit, free slots, the in-process store)
 a stage runs inline: each further coroutine would cost 0.1-0.3 us, about 3% of a call. A
 refusal hands back what earlier guards granted. Every refusal is a ``ToolResult`` built by
-the same ``failed()`` as any other failure, so it is classified, redacted and logged once
+the same ``failure_result()`` as any other failure, so it is classified, redacted and logged once
 like the rest.
 """
 
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
-from tdk._execute import check_call_id, execute, failed, shown_name
+from tdk._execute import check_call_id, execute, failure_result, shown_name
 from tdk._result import ToolResult
 from tdk._threads import Job
 from tdk._tool import Tool
@@ -446,7 +446,7 @@ class ToolRunner:
                 )
             decision = self._decide(plan, result.error, tries, deadline_at, opened)
             if not isinstance(decision, float):
-                return _finish(result, attempts, started, **decision)
+                return _retries_stopped(result, attempts, started, **decision)
             last = result
             waited = True
             prepared = await self._prepare_retry(
@@ -580,8 +580,10 @@ class ToolRunner:
         assert last.error is not None
         log_decision(plan.name, attempts, last.error, reason, wait)
         if wait is None:
-            return _finish(last, attempts, started, retry_stopped=reason)
-        return _finish(last, attempts, started, retry_stopped=reason, retry_wait_ms=wait_ms(wait))
+            return _retries_stopped(last, attempts, started, retry_stopped=reason)
+        return _retries_stopped(
+            last, attempts, started, retry_stopped=reason, retry_wait_ms=wait_ms(wait)
+        )
 
     def _plan(self, name: str) -> _Plan:
         """Resolve and remember the plan of the tool called ``name``."""
@@ -696,7 +698,7 @@ def _refused(
 ) -> ToolResult:
     """The result of a call refused before the tool body ran: classified, redacted and
     logged once, like every failure."""
-    return failed(
+    return failure_result(
         name,
         error,
         call_id=call_id,
@@ -707,7 +709,9 @@ def _refused(
     )
 
 
-def _finish(result: ToolResult, attempts: int, started: float, **reason: object) -> ToolResult:
+def _retries_stopped(
+    result: ToolResult, attempts: int, started: float, **reason: object
+) -> ToolResult:
     """A failed result with the call's attempts and duration, and why retries stopped."""
     error = result.error
     assert error is not None
