@@ -209,7 +209,7 @@ def tool(
       trivial tools that never block: nothing can interrupt them, so ``timeout`` is refused).
 
     Raises :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing
-    every problem of the definition; see ``docs/definitions.md``.
+    every problem of the definition; see ``docs/definitions.md`` and ``docs/problems.md``.
 
     .. versionadded:: 0.1.0
     """

@@ -37,7 +37,7 @@ class Scope(enum.Enum):
 
 
 class ProblemKind(enum.StrEnum):
-    """Stable names of the definition problems ``@tool`` detects (``docs/definitions.md``)."""
+    """Stable names of the definition problems ``@tool`` detects (``docs/problems.md``)."""
 
     NOT_A_FUNCTION = "not_a_function"
     ALREADY_A_TOOL = "already_a_tool"
