@@ -84,11 +84,10 @@ _FIXED_MESSAGES: Final = _fixed_messages()
 def validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseModel:
     """``arguments`` validated by ``model``, from any form but a plain dict (which callers
     give the validator directly); raises pydantic's ``ValidationError``."""
-    if isinstance(arguments, (str, bytes)):  # (a tuple: ``str | bytes`` is built per call)
+    if isinstance(arguments, (str, bytes)):
         if not arguments.strip():
             return model.model_validate({})
         return model.model_validate_json(arguments)
-    # The validator itself: model_validate() adds a Python frame per call.
     validated: BaseModel = model.__pydantic_validator__.validate_python(
         {} if arguments is None else arguments
     )

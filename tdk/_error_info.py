@@ -30,7 +30,7 @@ from tdk.errors import (
     _details_of,
 )
 
-#: Validates a record as ``ErrorInfo(**record)`` would, without a frame of its own.
+#: Validates a record as ``ErrorInfo(**record)`` would.
 _VALIDATE: Final = ErrorInfo.__pydantic_validator__.validate_python
 
 
@@ -216,7 +216,6 @@ def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
         return value
     if isinstance(value, str):
         return redact_text(value, secrets)
-    # (A string item is redacted here directly, as the call for it would: one call less each.)
     if isinstance(value, dict):
         redacted: dict[str, Any] = {}
         for key, item in value.items():

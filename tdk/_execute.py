@@ -5,6 +5,17 @@ A call goes arguments -> requirements -> validation -> function -> output valida
 :meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``; arguments that
 do not validate are described by :mod:`tdk._arguments`. Everything that needs reflection was
 done by ``@tool``; nothing here inspects the function.
+
+This is the hot path of every call, and is written to cost little above pydantic's own
+validate-call-serialise floor (``bench/bench_execute.py`` measures it). So: pydantic's core
+validators and serializers are called directly (``__pydantic_validator__``, the adapter's
+``validator`` and ``serializer``) where the model constructors and ``TypeAdapter`` methods
+would add a Python frame each; ``Tool.run`` hands back the coroutine of :func:`execute`
+itself; a failure is read straight into its ``ErrorInfo`` fields, without building a tdk
+exception first, and each text is redacted once, where it is made; the caller's cancellation
+count is read once before the body and once after; the log record is built only when a
+handler will see it; and a few small things are inline (a ``try`` rather than
+``contextlib.suppress``, tuples rather than ``X | Y`` in ``isinstance``) for the same reason.
 """
 
 from __future__ import annotations
@@ -53,7 +64,7 @@ logger: Final = logging.getLogger("tdk")
 logger.addHandler(logging.NullHandler())  # a library never prints unless the app configures it
 
 
-#: ToolResult's own validator, called directly: ``ToolResult(...)`` adds a frame per call.
+#: Validates a record as ``ToolResult(**record)`` would.
 _new_result: Final[Callable[[dict[str, Any]], ToolResult]] = (
     ToolResult.__pydantic_validator__.validate_python
 )

@@ -109,7 +109,6 @@ class Tool(Generic[_P, _R]):
 
         ``timeout`` overrides the tool's own limit for this call (None: no limit).
         ``include_stacktrace`` puts the redacted traceback into ``result.error.stacktrace``.
-        (``run`` returns the call's coroutine directly: one frame less per call.)
         """
         return execute(
             self.fn,

@@ -86,9 +86,8 @@ def redact_httpx_logs() -> RedactingLogFilter:
     httpcore's (once each) and return it.
 
     ``install()`` calls this. Call it yourself when you add the hook to a client's
-    ``event_hooks`` by hand. It costs nothing while their records are not enabled (the
-    default level is WARNING, and httpcore writes DEBUG only): a logger's filters run only for
-    records it emits.
+    ``event_hooks`` by hand. A logger's filters run only for the records it emits: while
+    httpx's and httpcore's records are not enabled (the default), the filter never runs.
     """
     for name in _REQUEST_LOGGERS:
         logger = logging.getLogger(name)
