@@ -397,19 +397,37 @@ def _scrub_exact(text: str, secrets: Iterable[str]) -> str:
 
 
 def _found(text: str, secrets: tuple[object, ...]) -> list[str]:
-    """The secrets that occur in ``text``, for many secrets (see :class:`_Plan`)."""
+    """The secrets that occur in ``text``, for many secrets (see :class:`_Plan`): by the way
+    estimated to cost least (in nanoseconds, as measured here). A short search per secret (a
+    call, and a scan in C at about 4 characters a nanosecond); one pass in Python with the
+    index (and its building, the first time); or, when the secrets have few distinct lengths,
+    one pass in C per length (:func:`_pieces`). The one pass with the index gives up past a
+    few passes' worth of work (groups of secrets of many lengths), and the cheaper of the
+    other two decides."""
     plan = _plan_of(secrets)
     size = len(text)
-    # Estimated nanoseconds: a short search per secret (a call, a scan in C at about 4
-    # characters a nanosecond), against one pass in Python (and the index, if not built).
     search_cost = len(plan.secrets) * (100 + size // 4)
+    lengths_cost = sum(size * (190 + length // 4) for length in plan.by_length)
     pass_cost = size * 150 + (0 if plan.index is not None else len(plan.secrets) * 2_000)
-    if pass_cost < search_cost:
+    if pass_cost < min(search_cost, lengths_cost):
         found = _found_in_one_pass(text, plan)
         if found is not None:
             return found
+    if lengths_cost < search_cost:
+        return [
+            secret
+            for length, group in plan.by_length.items()
+            if length <= size
+            for secret in group.intersection(_pieces(text, length))
+        ]
     candidates = compress(plan.secrets, map(text.__contains__, plan.probes))
     return [secret for secret in candidates if secret in text]
+
+
+def _pieces(text: str, length: int) -> Iterator[str]:
+    """Every ``length`` characters of ``text``, at each position in turn (made in C)."""
+    ends = range(length, len(text) + 1)
+    return map(text.__getitem__, map(slice, range(len(ends)), ends))
 
 
 def _found_by_search(text: str, secrets: tuple[str, ...]) -> list[str]:
@@ -417,12 +435,9 @@ def _found_by_search(text: str, secrets: tuple[str, ...]) -> list[str]:
     try:  # searched for in C (map and compress call str's own search)
         found = compress(secrets, map(text.__contains__, secrets))
         return [s for s in dict.fromkeys(found) if len(s) >= SHORTEST_EXACT_SECRET]
-    except TypeError:  # something that is not text among them
-        return [
-            s
-            for s in dict.fromkeys(secrets)
-            if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET and s in text
-        ]
+    except TypeError:  # something that is not text among them (unhashable, even)
+        usable = [s for s in secrets if isinstance(s, str) and len(s) >= SHORTEST_EXACT_SECRET]
+        return [s for s in dict.fromkeys(usable) if s in text]
 
 
 def _found_in_one_pass(text: str, plan: _Plan) -> list[str] | None:
@@ -433,7 +448,7 @@ def _found_in_one_pass(text: str, plan: _Plan) -> list[str] | None:
     the search then decides."""
     width, index = plan.indexed()
     size = len(text)
-    budget = 8 * size + 65_536  # characters compared
+    budget = 8.0 * size  # positions' worth of work: a piece tried costs 1/2 + length/600
     found: dict[str, None] = {}
     get = index.get
     for position in range(size - width + 1):
@@ -442,7 +457,7 @@ def _found_in_one_pass(text: str, plan: _Plan) -> list[str] | None:
             lengths, members = group
             for length in lengths:  # longest first: it covers the others found here
                 if position + length <= size:
-                    budget -= length
+                    budget -= 0.5 + length / 600
                     piece = text[position : position + length]
                     if piece in members:
                         found[piece] = None
@@ -453,20 +468,53 @@ def _found_in_one_pass(text: str, plan: _Plan) -> list[str] | None:
 
 
 def _occurrences(text: str, found: list[str]) -> list[Span]:
-    """Where each of ``found`` occurs (overlapping occurrences too), with ``str``'s own search;
-    past a few passes' worth of work (a secret that repeats itself, in a text that repeats
-    it), in one pass over the text for all of them (Aho-Corasick: linear)."""
+    """Where each of ``found`` occurs (overlapping occurrences too), with ``str``'s own search.
+    Past a few passes' worth of work (a secret that repeats itself, in a text that repeats it;
+    thousands of secrets found), by the cheaper of two linear ways: a pass in C per distinct
+    length of the secrets found, or one pass for all of them (Aho-Corasick), whose automaton
+    costs about a microsecond per character of the secrets."""
     spans: list[Span] = []
-    budget = 8 * len(text) + 65_536  # characters compared
+    size = len(text)
+    budget = 30 * size + 5_000_000  # estimated nanoseconds (a search: 100 + a length / 2)
     for secret in found:
         start = text.find(secret)
         while start >= 0:
             spans.append((start, start + len(secret)))
-            budget -= len(secret)
+            budget -= 100 + len(secret) // 2
             if budget < 0:
-                return _aho_corasick(text, found)
+                return _occurrences_in_passes(text, found)
             start = text.find(secret, start + 1)
+        budget -= size // 8  # the search that found no more
     return spans
+
+
+def _occurrences_in_passes(text: str, found: list[str]) -> list[Span]:
+    """Where the secrets ``found`` occur, by the cheaper of a pass in C per length and
+    Aho-Corasick (see :func:`_occurrences`)."""
+    by_length: dict[int, set[str]] = {}
+    for secret in found:
+        by_length.setdefault(len(secret), set()).add(secret)
+    size = len(text)
+    lengths_cost = sum(size * (190 + length // 4) for length in by_length)
+    automaton_cost = sum(map(len, found)) * 1_000 + size * 300
+    if automaton_cost <= lengths_cost:
+        return _aho_corasick(text, found)
+    spans: list[Span] = []
+    for length, group in by_length.items():
+        starts = compress(range(size), map(group.__contains__, _pieces(text, length)))
+        spans += _runs(starts, length)
+    return spans
+
+
+def _runs(starts: Iterable[int], length: int) -> list[Span]:
+    """The runs covered by occurrences of ``length`` characters at ``starts`` (ascending)."""
+    runs: list[Span] = []
+    for start in starts:
+        if runs and start <= runs[-1][1]:  # overlaps or touches the run before
+            runs[-1] = (runs[-1][0], start + length)
+        else:
+            runs.append((start, start + length))
+    return runs
 
 
 def _aho_corasick(text: str, secrets: list[str]) -> list[Span]:
@@ -505,7 +553,7 @@ def _aho_corasick(text: str, secrets: list[str]) -> list[Span]:
         node = goto[node].get(char, 0)
         if longest[node]:
             start = index + 1 - longest[node]
-            while runs and runs[-1][1] > start:  # overlaps the run before: one run
+            while runs and runs[-1][1] >= start:  # overlaps or touches the run before: one
                 start = min(start, runs.pop()[0])
             runs.append((start, index + 1))
     return runs
@@ -526,7 +574,7 @@ class _Plan:
     characters, each once), what to search for first for each, and, once a long text asks
     for it, an index by first characters."""
 
-    __slots__ = ("_lock", "index", "probes", "secrets")
+    __slots__ = ("_lock", "by_length", "index", "probes", "secrets")
 
     def __init__(self, secrets: tuple[object, ...]) -> None:
         usable = dict.fromkeys(
@@ -534,6 +582,11 @@ class _Plan:
         )
         self.secrets: tuple[str, ...] = tuple(usable)
         self.probes = [s[-_PROBE:] for s in self.secrets]
+        grouped: dict[int, list[str]] = {}
+        for secret in self.secrets:
+            grouped.setdefault(len(secret), []).append(secret)
+        self.by_length = {length: frozenset(group) for length, group in grouped.items()}
+        """The secrets by length."""
         self.index: _Index | None = None
         self._lock = threading.Lock()
 
@@ -701,13 +754,14 @@ def _redact_positions_and_shapes(text: str) -> str:
 
 
 def _replace(text: str, spans: list[Span]) -> str:
-    """``text`` with each span (start, end) replaced by the marker, overlapping spans by one."""
+    """``text`` with each run of characters covered by spans (start, end) replaced by one
+    marker: spans that overlap or touch make one run."""
     spans.sort()
     pieces: list[str] = []
     done = 0
     start, end = spans[0]
     for next_start, next_end in spans:
-        if next_start < end:  # overlaps (the first span overlaps itself)
+        if next_start <= end:  # overlaps or touches (the first span overlaps itself)
             end = max(end, next_end)
             continue
         pieces += (text[done:start], REDACTED)

@@ -364,21 +364,41 @@ def test_redact_url_scrubs_exact_secrets_anywhere() -> None:
             ["Outer-secret-with-Inner-secret-in-it", "Inner-secret"],
             id="one-inside-another",
         ),
+        pytest.param("x abcdabcd y", ["abcd"], id="a-secret-touching-itself"),
+        pytest.param("x tok1tok2 y", ["tok1", "tok2"], id="two-secrets-touching"),
+        pytest.param(
+            "x tok1tok2 y",
+            ["tok1", "tok2", *(f"other-{n:03d}" for n in range(100))],
+            id="two-of-many-secrets-touching",
+        ),
     ],
 )
 def test_overlapping_occurrences_of_secrets_are_redacted_whole(
     text: str, secrets: list[str]
 ) -> None:
-    """Secrets whose occurrences overlap (two of them, or one with itself) leave no character
-    of either: the run they cover is replaced as one."""
+    """Secrets whose occurrences overlap or touch (two of them, or one with itself) leave no
+    character of either, and no trace of where one ends: the run they cover is replaced as
+    one."""
     first, *_, last = text.split()
     assert redact_text(text, secrets).split() == [first, REDACTED, last]
 
 
-def test_items_that_are_not_text_among_secrets_are_ignored() -> None:
-    """A number or None among the secrets is skipped; the text secrets are still scrubbed."""
-    secrets: list[Any] = ["tok-4f9a1c7e", 12345, None, b"bytes-secret"]
+@pytest.mark.parametrize(
+    "others",
+    [
+        pytest.param([12345, None, b"bytes-secret"], id="hashable"),
+        pytest.param([["a-list"], {"a": "dict"}, bytearray(b"abcd")], id="unhashable"),
+        pytest.param(
+            [12345, ["a-list"], *(f"other-{n:03d}" for n in range(100))], id="many-secrets"
+        ),
+    ],
+)
+def test_items_that_are_not_text_among_secrets_are_ignored(others: list[Any]) -> None:
+    """A number, None, bytes or an unhashable object among the secrets is skipped; the text
+    secrets are still scrubbed, from a text and from a URL."""
+    secrets: list[Any] = ["tok-4f9a1c7e", *others]
     assert redact_text("key tok-4f9a1c7e 12345", secrets) == f"key {REDACTED} 12345"
+    assert redact_url("https://h.example/tok-4f9a1c7e", secrets) == f"https://h.example/{REDACTED}"
 
 
 @pytest.mark.parametrize(

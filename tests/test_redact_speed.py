@@ -10,8 +10,10 @@ generous.
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Callable
+from itertools import accumulate
 
 import httpx
 import pytest
@@ -41,6 +43,15 @@ def repeat(piece: str, size: int = SIZE) -> str:
 #: shares a long prefix with the text below.
 MANY_SECRETS = [f"aaaaaa{i:04d}" for i in range(5_000)]
 GITHUB_TOKENS = tuple(f"ghp_{i:036d}" for i in range(1_500))
+#: 10,000 secrets of one length, whose heads and tails repeat a text of "a"s (below 30,000
+#: characters, where str's own search of a short needle can take time n * m).
+PERIODIC_SECRETS = tuple("a" * 80 + f"{i:05d}" + "a" * 8 for i in range(10_000))
+#: A random 64 KiB text, and 10,000 distinct 100-character pieces of it: secrets an upstream
+#: echoes, all found.
+RANDOM_TEXT = "".join(random.Random(1).choices("abcdefghijklmnopqrstuvwxyz0123456789", k=SIZE))
+ECHOED_SECRETS = tuple(
+    RANDOM_TEXT[i : i + 100] for i in random.Random(2).sample(range(SIZE - 100), 10_000)
+)
 #: A 64 KiB query whose every pair carries a credential (httpx refuses longer URLs).
 MANY_PAIRS = "https://h.example/p?" + "&".join(f"token=aaaaaa{i:04d}" for i in range(3_800))
 
@@ -97,6 +108,12 @@ CASES = [
     ),
     pytest.param(
         lambda: redact_text(repeat("a"), MANY_SECRETS, limit=300), id="many-secrets-limit"
+    ),
+    pytest.param(
+        lambda: redact_text("a" * 29_999, PERIODIC_SECRETS), id="thousands-sharing-the-text-period"
+    ),
+    pytest.param(
+        lambda: redact_text(RANDOM_TEXT, ECHOED_SECRETS), id="thousands-of-secrets-all-found"
     ),
     pytest.param(lambda: redact_url("https://h/" + repeat(";a=b")), id="url-path-parameters"),
     pytest.param(lambda: redact_url("https://h/" + repeat(";") + "=x"), id="url-semicolons"),
@@ -167,3 +184,42 @@ def test_secrets_that_repeat_themselves_are_redacted_in_one_pass() -> None:
     text = "x " + "ab" * 30_000 + "dd y"
     out = redact_text(text, ("ab" * 10_000, "ababdd", "abdd"))
     assert out == f"x {REDACTED} y"
+
+
+@pytest.mark.parametrize(
+    ("text", "secrets"),
+    [
+        pytest.param("a" * 29_999, PERIODIC_SECRETS, id="none-found"),
+        pytest.param("x" + "a" * 80 + "00042" + "a" * 8 + "y", PERIODIC_SECRETS, id="one-found"),
+        pytest.param(RANDOM_TEXT, ECHOED_SECRETS, id="all-found"),
+        pytest.param("ab" * 20_000, ("ab" * 5_000, "ba" * 5_000, "abab"), id="periodic-found"),
+        pytest.param(
+            "ab" * 20_000 + "ababax", ("ab" * 5_000, "ababax"), id="periodic-and-another-found"
+        ),
+        pytest.param(
+            "c" + "a" * 20_000 + "b",
+            tuple("a" * length + "b" for length in range(16, 1_516)),
+            id="many-lengths-sharing-a-head",
+        ),
+    ],
+)
+def test_the_passes_for_many_secrets_find_what_a_plain_search_finds(
+    text: str, secrets: tuple[str, ...]
+) -> None:
+    """Whichever way finds many secrets (a pass per length, the index, the search) and their
+    occurrences (the search, a pass per length, the automaton), every character of every
+    occurrence is covered, and nothing else."""
+    changes = [0] * (len(text) + 1)  # +1 where an occurrence starts, -1 where it ends
+    characters = set(text)
+    for secret in secrets:
+        start = text.find(secret) if characters.issuperset(secret) else -1
+        while start >= 0:
+            changes[start] += 1
+            changes[start + len(secret)] -= 1
+            start = text.find(secret, start + 1)
+    covered = list(map(bool, accumulate(changes[:-1])))
+    expected = "".join(
+        REDACTED if kept and (i == 0 or not covered[i - 1]) else "" if kept else char
+        for i, (char, kept) in enumerate(zip(text, covered, strict=True))
+    )
+    assert redact_text(text, secrets) == expected
