@@ -420,8 +420,26 @@ def _found(text: str, secrets: tuple[object, ...]) -> list[str]:
             if length <= size
             for secret in group.intersection(_pieces(text, length))
         ]
-    candidates = compress(plan.secrets, map(text.__contains__, plan.probes))
+    candidates = list(compress(plan.secrets, map(text.__contains__, plan.probes)))
+    if len(candidates) > _PLANNED and size < _SHORT_SEARCH_TEXT:
+        # str's own search of a needle under 100 characters in a text under 30,000 can take
+        # time n * m (a text repeating what the needles repeat): the short candidates are
+        # found by a pass per length instead (fewer than 100 lengths: bounded).
+        short: dict[int, set[str]] = {}
+        for secret in candidates:
+            if len(secret) < _SHORT_SEARCH_NEEDLE:
+                short.setdefault(len(secret), set()).add(secret)
+        found = [s for s in candidates if len(s) >= _SHORT_SEARCH_NEEDLE and s in text]
+        for length, group in short.items():
+            found += group.intersection(_pieces(text, length))
+        return found
     return [secret for secret in candidates if secret in text]
+
+
+#: Below these (text, needle) lengths, str's own search is the simple one, which can take
+#: time n * m on periodic input (CPython's ``fastsearch``); above either, it is linear.
+_SHORT_SEARCH_TEXT: Final = 30_000
+_SHORT_SEARCH_NEEDLE: Final = 100
 
 
 def _pieces(text: str, length: int) -> Iterator[str]:

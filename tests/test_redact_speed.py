@@ -197,6 +197,11 @@ def test_secrets_that_repeat_themselves_are_redacted_in_one_pass() -> None:
             "ab" * 20_000 + "ababax", ("ab" * 5_000, "ababax"), id="periodic-and-another-found"
         ),
         pytest.param(
+            "a" * 20_000 + "00042" + "a" * 8,
+            tuple("a" * (4 + i % 30) + f"{i:05d}" + "a" * 8 for i in range(2_000)),
+            id="short-secrets-of-many-lengths-sharing-the-period",
+        ),
+        pytest.param(
             "c" + "a" * 20_000 + "b",
             tuple("a" * length + "b" for length in range(16, 1_516)),
             id="many-lengths-sharing-a-head",
