@@ -11,6 +11,9 @@ through its ``ToolExecutor.run``, in the same rounds, and the last column says h
 faster tdk is. Timings are the best of several interleaved rounds (a shared machine: the
 minimum is the least disturbed).
 
+The last row starts 1000 calls at once in one ``TaskGroup``, the floor's and tdk's in turn
+(target: at most 1.3x).
+
 Run: python bench/bench_execute.py [--calls N]
 """
 
@@ -168,6 +171,30 @@ async def main(calls: int) -> None:
         print(line)
     if not arcade_installed:
         print("(arcade-core is not installed: pip install -e '.[bench]' adds the comparison)")
+    floor_ms, ours_ms = await concurrent_ms(1000)
+    print(
+        f"{'1000 concurrent calls (ms)':34} {floor_ms:9.2f} {ours_ms:8.2f} "
+        f"{ours_ms / floor_ms:5.2f}x {1.3:6.1f}x"
+    )
+
+
+async def concurrent_ms(count: int, rounds: int = 15) -> tuple[float, float]:
+    """Best time of ``count`` calls started at once in one TaskGroup: the floor's, and
+    ``search.run``'s (the two measured in turn)."""
+
+    async def batch(call: Callable[[], Awaitable[Any]]) -> float:
+        start = time.perf_counter()
+        async with asyncio.TaskGroup() as group:
+            for _ in range(count):
+                group.create_task(call())
+        return (time.perf_counter() - start) * 1e3
+
+    ours = functools.partial(search.run, ARGS)
+    best = [float("inf"), float("inf")]
+    for _ in range(rounds):
+        for index, call in enumerate((floor_async, ours)):
+            best[index] = min(best[index], await batch(call))
+    return best[0], best[1]
 
 
 if __name__ == "__main__":
