@@ -10,7 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
-from tdk import Tool, ToolContext, ToolDefinition, Toolkit, tool
+from tdk import (
+    DEFAULT,
+    ProblemKind,
+    Tool,
+    ToolContext,
+    ToolDefinition,
+    Toolkit,
+    ToolResult,
+    ToolRunner,
+    tool,
+)
 
 
 @tool
@@ -65,3 +75,15 @@ def toolkits() -> None:
     definitions: list[ToolDefinition] = toolkit.definitions()
     loaded: Toolkit = Toolkit.from_path("tools.py")
     del found, count, names, definitions, loaded
+
+
+async def not_given_is_one_value() -> None:
+    """``tdk.DEFAULT`` stands for "not given" wherever None means something else."""
+    result: ToolResult = await add.run({"a": 1, "b": 2}, timeout=DEFAULT)
+    result = await add.run({"a": 1, "b": 2}, timeout=None)
+    result = await add.run({"a": 1, "b": 2}, timeout="soon")  # type: ignore[arg-type]
+    runner = ToolRunner(Toolkit("math", [add]))
+    runner.configure("add", timeout=DEFAULT, retry=None)
+    runner.configure("add", retry="never")  # type: ignore[arg-type]
+    kind: ProblemKind = ProblemKind.MISSING_DESCRIPTION
+    del result, kind
