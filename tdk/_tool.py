@@ -234,7 +234,7 @@ def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) ->
     """Check ``fn`` and wrap it; ``caller`` is the frame that applied the decorator."""
     try:
         localns = caller.f_locals if caller.f_locals is not caller.f_globals else None
-        definition, spec = define_tool(fn, options, localns)
+        definition, spec = define_tool(fn, options, localns, tool_type=Tool)
     except ToolDefinitionError as error:
         collector = _collector.get()  # read on the failure path only
         if collector is None:

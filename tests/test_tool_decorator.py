@@ -11,7 +11,7 @@ import pytest
 from pydantic import Field, ValidationError
 
 from tdk import Tool, ToolDefinition, tool
-from tdk.errors import RetryableToolError
+from tdk.errors import RetryableToolError, ToolDefinitionError
 
 
 @tool
@@ -335,3 +335,59 @@ def test_a_parameter_without_description_still_has_its_default_checked() -> None
         tool(search)
     problems = [(p["kind"], p["parameter"]) for p in caught.value.details["problems"]]
     assert problems == [("missing_parameter_description", "limit"), ("invalid_default", "limit")]
+
+
+class _RaisingDict:
+    @property
+    def __dict__(self) -> Any:  # type: ignore[override]
+        raise RuntimeError("no dict")
+
+
+class _NonMappingDict:
+    @property
+    def __dict__(self) -> Any:  # type: ignore[override]
+        return 42
+
+
+class _HostileName:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"no {name}")
+
+
+class _LyingClass:
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:  # type: ignore[override]
+        raise RuntimeError("no class")
+
+
+class _HoldsADefinition:
+    """A user's registry entry that keeps a tool's definition: not a tool itself."""
+
+    def __init__(self) -> None:
+        self.definition = search_issues.definition
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param(_RaisingDict(), id="dict-property-raises"),
+        pytest.param(_NonMappingDict(), id="dict-property-not-a-mapping"),
+        pytest.param(_HostileName(), id="getattr-raises"),
+        pytest.param(_LyingClass(), id="class-property-raises"),
+        pytest.param(_HoldsADefinition(), id="holds-a-tools-definition"),
+    ],
+)
+def test_any_object_that_is_not_a_function_is_one_definition_problem(target: object) -> None:
+    """Whatever the object, ``@tool`` reports it as not a function, reading it by type only:
+    it never raises the object's own exceptions, and never takes it for a tool."""
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(target)  # type: ignore[call-overload]
+    assert [p["kind"] for p in raised.value.details["problems"]] == ["not_a_function"]
+    assert f"of type {type(target).__name__}, not a function" in str(raised.value)
+
+
+def test_a_tool_given_again_is_already_a_tool() -> None:
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(search_issues)  # type: ignore[call-overload]
+    assert [p["kind"] for p in raised.value.details["problems"]] == ["already_a_tool"]
+    assert "'search_issues', which is already a tool" in str(raised.value)

@@ -63,16 +63,17 @@ class ToolOptions(NamedTuple):
 
 
 def define_tool(
-    target: object, options: ToolOptions, localns: Mapping[str, Any] | None
+    target: object, options: ToolOptions, localns: Mapping[str, Any] | None, *, tool_type: type
 ) -> tuple[ToolDefinition, ToolSpec]:
     """Check ``target`` and build its definition and spec, or raise every problem at once.
 
     ``localns`` is the namespace of the scope that applied ``@tool`` when it is not the
-    module (a function or class body), so annotations naming local classes resolve.
+    module (a function or class body), so annotations naming local classes resolve;
+    ``tool_type`` is the class of tools (``tdk.Tool``: a tool given again is refused).
     """
-    if not inspect.isfunction(target):
-        _raise_not_a_function(target)
-    fn = target
+    if type(target) is not types.FunctionType:  # (by type: an object may lie about __class__)
+        _raise_not_a_function(target, tool_type)
+    fn: types.FunctionType = target
     problems = Problems()
     name = check_name(problems, options.name, fn.__name__)
     doc = parse_docstring(fn.__doc__)
@@ -190,14 +191,16 @@ def _where(fn: Callable[..., Any]) -> str:
     return f"{fn.__module__}.{fn.__qualname__}{location}"
 
 
-def _raise_not_a_function(target: object) -> NoReturn:
-    """Raise the one problem of a ``target`` that is not a function: a tool already, or any
-    other object (a string given by mistake as ``@tool("name")``, a staticmethod...)."""
-    definition = _definition_of(target)
-    if definition is not None:
+def _raise_not_a_function(target: object, tool_type: type) -> NoReturn:
+    """Raise the one problem of a ``target`` that is not a function: a tool already (an
+    instance of ``tool_type``), or any other object (a string given by mistake as
+    ``@tool("name")``, a staticmethod...). Read by type only: the object may be hostile."""
+    kind = type(target)
+    if issubclass(kind, tool_type):
+        definition: ToolDefinition = target.definition  # type: ignore[attr-defined]
         raise_problems(
             definition.name,
-            repr(target),
+            f"the tool '{definition.name}'",
             [
                 Problem(
                     ProblemKind.ALREADY_A_TOOL,
@@ -207,35 +210,27 @@ def _raise_not_a_function(target: object) -> NoReturn:
                 )
             ],
         )
-    _raise_other_object(target)
-
-
-def _definition_of(target: object) -> ToolDefinition | None:
-    """The definition ``target`` carries if it is a tool already (a :class:`~tdk.Tool`)."""
-    try:
-        definition = vars(target).get("definition")
-    except TypeError:  # no __dict__: not a tool
-        return None
-    return definition if isinstance(definition, ToolDefinition) else None
-
-
-def _raise_other_object(obj: object) -> NoReturn:
-    if isinstance(obj, str):
-        hint = f"pass options as keywords, e.g. @tool(name={obj!r})"
-    elif isinstance(obj, staticmethod | classmethod):
+    if issubclass(kind, str):
+        hint = f"pass options as keywords, e.g. @tool(name={str.__str__(target)!r})"
+    elif issubclass(kind, staticmethod | classmethod):
         hint = "define the tool as a module-level function"
     else:
         hint = "apply @tool to a function defined with def or async def"
-    name = getattr(obj, "__name__", None)
-    what = f"'{name}'" if isinstance(name, str) else "an object"
+    try:
+        name = getattr(target, "__name__", None)
+    except Exception:  # a hostile __getattr__ or property
+        name = None
+    if type(name) is not str:
+        name = None
+    what = f"'{name}'" if name is not None else "an object"
     raise_problems(
-        name if isinstance(name, str) else None,
-        f"an object of type {type(obj).__name__}",
+        name,
+        f"an object of type {kind.__name__}",
         [
             Problem(
                 ProblemKind.NOT_A_FUNCTION,
                 None,
-                f"@tool was applied to {what} of type {type(obj).__name__}, not a function",
+                f"@tool was applied to {what} of type {kind.__name__}, not a function",
                 hint,
             )
         ],
