@@ -14,9 +14,8 @@ import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from tdk._mapping import map_foreign, parse_error_string, scrub_requests
+from tdk._records import maker
 from tdk._redact import REDACTED, credential_key, redact_text
 from tdk.errors import (
     _KIND_TABLE,
@@ -30,8 +29,8 @@ from tdk.errors import (
     _details_of,
 )
 
-#: Validates a record as ``ErrorInfo(**record)`` would.
-_VALIDATE: Final = ErrorInfo.__pydantic_validator__.validate_python
+#: Makes an ErrorInfo from a complete record, in field order, of values already checked.
+_make_info: Final = maker(ErrorInfo)
 
 
 def error_info_from_exception(
@@ -61,8 +60,9 @@ def error_info_from_exception(
         # scanned twice), and read without making the error when the row allows it.
         mapped = map_foreign(exc, secrets)
         if isinstance(mapped, ToolError):
-            record = mapped._record()
+            record = mapped._record()  # (its fields, in ErrorInfo's order up to ``details``)
             record["cause"] = type(exc).__name__
+            record["stacktrace"] = None
         else:
             record = _mapped_record(
                 mapped.cls, mapped.message, tool_name, type(exc).__name__, **mapped.options
@@ -71,12 +71,7 @@ def error_info_from_exception(
         record["tool_name"] = tool_name
     if include_stacktrace:
         record["stacktrace"] = _stacktrace(exc, secrets)
-    try:
-        info: ErrorInfo = _VALIDATE(record)
-    except ValidationError as invalid:  # pragma: no cover (every field was read by its type)
-        fields = sorted({str(e["loc"][0]) for e in invalid.errors() if e["loc"]})
-        return _unreadable(exc, fields, tool_name, secrets)
-    return info
+    return _make_info(record)
 
 
 def _unreadable(
@@ -117,9 +112,7 @@ def make_error_info(
     """The :class:`ErrorInfo` of ``cls(message, details=details)`` raised by ``tool_name``,
     without making the error: for failures tdk describes itself, in text it has made safe
     (so it is not scanned again). ``cls`` keeps its kind's default retryability."""
-    record = _mapped_record(cls, message, tool_name, None, details=details)
-    info: ErrorInfo = _VALIDATE(record)
-    return info
+    return _make_info(_mapped_record(cls, message, tool_name, None, details=details))
 
 
 def _mapped_record(
@@ -140,17 +133,21 @@ def _mapped_record(
         category, retryable = cls.category, cls.retryable
     else:
         category, retryable = _KIND_TABLE[kind]
-    return {
+    return {  # every field of ErrorInfo, in its order
         "error": cls.__name__,
         "kind": cls.kind if kind is None else kind,
         "category": category,
         "message": message,
         "developer_message": developer_message,
         "retryable": retryable,
+        "retry_after_ms": None,
+        "status_code": None,
+        "additional_prompt_content": None,
         "tool_name": tool_name,
         "max_retry_attempts": DEFAULT_MAX_RETRY_ATTEMPTS if retryable else 0,
         "details": dict(details) if details else {},
         "cause": cause,
+        "stacktrace": None,
     }
 
 
@@ -205,8 +202,22 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
         wrong.append("details")
     if wrong:
         return wrong
-    record["category"] = record["kind"].category
-    return record
+    return {  # every field of ErrorInfo, in its order (cause and stacktrace: the caller's)
+        "error": record["error"],
+        "kind": record["kind"],
+        "category": record["kind"].category,
+        "message": record["message"],
+        "developer_message": record["developer_message"],
+        "retryable": record["retryable"],
+        "retry_after_ms": record["retry_after_ms"],
+        "status_code": record["status_code"],
+        "additional_prompt_content": record["additional_prompt_content"],
+        "tool_name": record["tool_name"],
+        "max_retry_attempts": record["max_retry_attempts"],
+        "details": record["details"],
+        "cause": None,
+        "stacktrace": None,
+    }
 
 
 def _redact_json(value: Any, secrets: Iterable[str]) -> Any:

@@ -42,6 +42,7 @@ from tdk._context import ToolContext, secret_values
 from tdk._default import DEFAULT, Default
 from tdk._error_info import error_info_from_exception
 from tdk._mapping import describe, to_tool_error
+from tdk._records import maker
 from tdk._redact import call_secrets, end_call_secrets, redact_text
 from tdk._result import ToolResult
 from tdk._seconds import finite, shown
@@ -64,10 +65,8 @@ logger: Final = logging.getLogger("tdk")
 logger.addHandler(logging.NullHandler())  # a library never prints unless the app configures it
 
 
-#: Validates a record as ``ToolResult(**record)`` would.
-_new_result: Final[Callable[[dict[str, Any]], ToolResult]] = (
-    ToolResult.__pydantic_validator__.validate_python
-)
+#: Makes a ToolResult from a complete record, in field order, of values already checked.
+_new_result: Final = maker(ToolResult)
 
 
 _CancelledError: Final = asyncio.CancelledError
