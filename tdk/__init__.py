@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from tdk._context import ToolContext
     from tdk._default import DEFAULT, Default
     from tdk._define.problems import ProblemKind
-    from tdk._definition import ToolDefinition
+    from tdk._definition import ToolAnnotations, ToolDefinition
     from tdk._result import ToolResult
     from tdk._tool import Tool, tool
     from tdk._toolkit import Toolkit
@@ -66,6 +66,7 @@ _LAZY: dict[str, str] = {
     "Default": "tdk._default",
     "ProblemKind": "tdk._define.problems",
     "ToolDefinition": "tdk._definition",
+    "ToolAnnotations": "tdk._definition",
     "ToolResult": "tdk._result",
     "Tool": "tdk._tool",
     "tool": "tdk._tool",
@@ -150,6 +151,7 @@ __all__ = [
     "RetryPolicy",
     "RetryableToolError",
     "Tool",
+    "ToolAnnotations",
     "ToolBulkheadFullError",
     "ToolCall",
     "ToolCancelledError",

@@ -15,7 +15,14 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from tdk._context import ToolContext
 
-__all__ = ["NO_REQUIREMENTS", "ToolDefinition", "ToolRequirements", "ToolSpec"]
+__all__ = [
+    "DEFAULT_ANNOTATIONS",
+    "NO_REQUIREMENTS",
+    "ToolAnnotations",
+    "ToolDefinition",
+    "ToolRequirements",
+    "ToolSpec",
+]
 
 
 class ToolRequirements(BaseModel):
@@ -30,6 +37,38 @@ class ToolRequirements(BaseModel):
 
 
 NO_REQUIREMENTS: Final = ToolRequirements()
+
+
+class ToolAnnotations(BaseModel):
+    """What calling a tool does to the world, with the meanings and defaults of MCP's tool
+    annotations (``@tool(read_only=..., idempotent=..., destructive=..., open_world=...)``).
+
+    The runner reads them: a tool that is neither read-only nor idempotent is retried only
+    after failures where the upstream certainly did not act (``docs/runner.md``). Hosts show
+    them (MCP's ``readOnlyHint``, ``idempotentHint``, ``destructiveHint``, ``openWorldHint``).
+
+    .. versionadded:: 0.1.0
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    read_only: bool = False
+    """The tool changes nothing: it only reads (implies ``idempotent`` and not
+    ``destructive``)."""
+    idempotent: bool = False
+    """Calling it again with the same arguments has no further effect (a retry is safe)."""
+    destructive: bool = True
+    """It may delete or overwrite (meaningful when it is not read-only)."""
+    open_world: bool = True
+    """It reaches things outside the host's own world (the web, a third-party API)."""
+
+    @property
+    def repeatable(self) -> bool:
+        """Whether running it twice is as safe as running it once: read-only or idempotent."""
+        return self.read_only or self.idempotent
+
+
+DEFAULT_ANNOTATIONS: Final = ToolAnnotations()
 
 
 class ToolDefinition(BaseModel):
@@ -55,6 +94,8 @@ class ToolDefinition(BaseModel):
     """JSON Schema of the value the tool returns (serialisation mode)."""
     requirements: ToolRequirements = NO_REQUIREMENTS
     """Secrets and metadata the tool needs from its context."""
+    annotations: ToolAnnotations = DEFAULT_ANNOTATIONS
+    """What calling the tool does: read-only, idempotent, destructive, open-world."""
     deprecation_message: str | None = None
     """Set when the tool is deprecated: what to use instead."""
     toolkit: str | None = None

@@ -178,6 +178,10 @@ def tool(
     timeout: float | None = None,
     deprecated: str | None = None,
     inline: bool = False,
+    read_only: bool = False,
+    idempotent: bool | None = None,
+    destructive: bool | None = None,
+    open_world: bool = True,
 ) -> Callable[[Callable[_P, _R]], Tool[_P, _R]]: ...
 
 
@@ -192,6 +196,10 @@ def tool(
     timeout: float | None = None,
     deprecated: str | None = None,
     inline: bool = False,
+    read_only: bool = False,
+    idempotent: bool | None = None,
+    destructive: bool | None = None,
+    open_world: bool = True,
 ) -> Tool[_P, _R] | Callable[[Callable[_P, _R]], Tool[_P, _R]]:
     """Turn a function into a :class:`Tool`, checking its definition now.
 
@@ -205,7 +213,11 @@ def tool(
     - ``timeout``: the tool's own time limit in seconds;
     - ``deprecated``: a message saying what to use instead;
     - ``inline``: run a sync tool on the event loop itself, without the thread hop (only for
-      trivial tools that never block: nothing can interrupt them, so ``timeout`` is refused).
+      trivial tools that never block: nothing can interrupt them, so ``timeout`` is refused);
+    - ``read_only``, ``idempotent``, ``destructive``, ``open_world``: what calling the tool
+      does (:class:`~tdk.ToolAnnotations`, MCP's meanings and defaults; ``idempotent`` and
+      ``destructive`` follow ``read_only`` unless given). The runner retries a tool that is
+      neither read-only nor idempotent only where the upstream certainly did not act.
 
     Raises :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing
     every problem of the definition; see ``docs/definitions.md`` and ``docs/problems.md``.
@@ -220,6 +232,10 @@ def tool(
         timeout=timeout,
         deprecated=deprecated,
         inline=inline,
+        read_only=read_only,
+        idempotent=idempotent,
+        destructive=destructive,
+        open_world=open_world,
     )
     if fn is None:
 

@@ -391,3 +391,45 @@ def test_a_tool_given_again_is_already_a_tool() -> None:
         tool(search_issues)  # type: ignore[call-overload]
     assert [p["kind"] for p in raised.value.details["problems"]] == ["already_a_tool"]
     assert "'search_issues', which is already a tool" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("marks", "expected"),
+    [
+        pytest.param({}, (False, False, True, True), id="defaults-are-mcps"),
+        pytest.param({"read_only": True}, (True, True, False, True), id="read-only-implies"),
+        pytest.param({"idempotent": True}, (False, True, True, True), id="idempotent-write"),
+        pytest.param(
+            {"idempotent": True, "destructive": False},
+            (False, True, False, True),
+            id="idempotent-not-destructive",
+        ),
+        pytest.param({"open_world": False}, (False, False, True, False), id="closed-world"),
+        pytest.param(
+            {"read_only": True, "idempotent": True, "destructive": False},
+            (True, True, False, True),
+            id="read-only-said-in-full",
+        ),
+    ],
+)
+def test_side_effect_marks(marks: dict[str, bool], expected: tuple[bool, ...]) -> None:
+    """The marks take MCP's defaults; ``read_only=True`` makes the tool idempotent and not
+    destructive unless said otherwise (which is a contradiction, see docs/problems.md)."""
+
+    @tool(**marks)
+    def act() -> str:
+        """Act."""
+        return ""
+
+    annotations = act.definition.annotations
+    got = (
+        annotations.read_only,
+        annotations.idempotent,
+        annotations.destructive,
+        annotations.open_world,
+    )
+    assert got == expected
+    assert annotations.repeatable is (expected[0] or expected[1])
+    assert act.definition.model_dump()["annotations"] == dict(
+        zip(("read_only", "idempotent", "destructive", "open_world"), expected, strict=True)
+    )

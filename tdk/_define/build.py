@@ -23,9 +23,11 @@ from pydantic import TypeAdapter
 
 from tdk._define.docstrings import parse_docstring
 from tdk._define.options import (
+    MARKS,
     check_deprecation,
     check_description,
     check_inline,
+    check_marks,
     check_name,
     check_requirements,
     check_timeout,
@@ -42,7 +44,13 @@ from tdk._define.problems import (
 )
 from tdk._define.schema import core_may_hold_numbers, may_hold_numbers, output_adapter, output_extra
 from tdk._define.signature import Parameters, resolve_hints, unresolved, unresolved_hint
-from tdk._definition import NO_REQUIREMENTS, ToolDefinition, ToolRequirements, ToolSpec
+from tdk._definition import (
+    DEFAULT_ANNOTATIONS,
+    NO_REQUIREMENTS,
+    ToolDefinition,
+    ToolRequirements,
+    ToolSpec,
+)
 
 #: The fields-set every definition built by ``@tool`` shares (all fields are given). Sharing
 #: is safe because definitions are frozen and ``model_copy`` copies the set before updating
@@ -60,6 +68,10 @@ class ToolOptions(NamedTuple):
     timeout: object = None
     deprecated: object = None
     inline: object = False
+    read_only: object = None
+    idempotent: object = None
+    destructive: object = None
+    open_world: object = None
 
 
 def define_tool(
@@ -88,6 +100,7 @@ def define_tool(
     deprecation = check_deprecation(problems, options.deprecated)
     is_async = inspect.iscoroutinefunction(fn)
     inline = check_inline(problems, options.inline, is_async, options.timeout)
+    annotations = check_marks(problems, {mark: getattr(options, mark) for mark in MARKS})
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         problems.add(
             ProblemKind.GENERATOR_FUNCTION,
@@ -119,6 +132,7 @@ def define_tool(
         input_schema=input_schema,
         output_schema=output_schema,
         requirements=requirements,
+        annotations=annotations if annotations != DEFAULT_ANNOTATIONS else DEFAULT_ANNOTATIONS,
         deprecation_message=deprecation,
         toolkit=None,
     )

@@ -14,6 +14,7 @@ from typing import Final
 
 from tdk._define.docstrings import Doc
 from tdk._define.problems import ProblemKind, Problems, quote
+from tdk._definition import ToolAnnotations
 from tdk._seconds import finite
 
 #: The rule for tool names shared by OpenAI, Anthropic and MCP hosts.
@@ -153,3 +154,46 @@ def check_inline(problems: Problems, given: object, is_async: bool, timeout: obj
         return True
     problems.add(ProblemKind.INVALID_INLINE, None, problem, hint)
     return False
+
+
+#: The marks ``@tool`` takes, with their defaults (MCP's): None means "follow ``read_only``".
+MARKS: Final = ("read_only", "idempotent", "destructive", "open_world")
+
+
+def check_marks(problems: Problems, given: dict[str, object]) -> ToolAnnotations:
+    """The tool's side-effect marks: each a bool or None (not given); ``read_only=True``
+    makes the tool idempotent and not destructive, and contradicting either is a problem."""
+    marks: dict[str, bool | None] = {}
+    for name in MARKS:
+        value = given[name]
+        if value is not None and not isinstance(value, bool):
+            problems.add(
+                ProblemKind.INVALID_MARK,
+                None,
+                f"{name}= must be True or False, not {quote(value)}",
+                f"pass {name}=True or {name}=False, or leave it out",
+            )
+            value = None
+        marks[name] = value
+    read_only = bool(marks["read_only"])
+    idempotent, destructive = marks["idempotent"], marks["destructive"]
+    if read_only and (idempotent is False or destructive is True):
+        contradicting = [
+            ("idempotent=False", idempotent is False),
+            ("destructive=True", destructive),
+        ]
+        said = " and ".join(text for text, given in contradicting if given)
+        problems.add(
+            ProblemKind.CONTRADICTING_MARKS,
+            None,
+            f"read_only=True contradicts {said}: a tool that only reads is idempotent and "
+            "destroys nothing",
+            f"drop {said}, or read_only=True if the tool changes anything",
+        )
+        idempotent = destructive = None
+    return ToolAnnotations(
+        read_only=read_only,
+        idempotent=read_only if idempotent is None else idempotent,
+        destructive=not read_only if destructive is None else destructive,
+        open_world=True if marks["open_world"] is None else marks["open_world"],
+    )

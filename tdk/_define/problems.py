@@ -49,6 +49,8 @@ class ProblemKind(enum.StrEnum):
     INVALID_TIMEOUT = "invalid_timeout"
     INVALID_DEPRECATION = "invalid_deprecation"
     INVALID_INLINE = "invalid_inline"
+    INVALID_MARK = "invalid_mark"
+    CONTRADICTING_MARKS = "contradicting_marks"
 
     MISSING_ANNOTATION = "missing_annotation"
     UNRESOLVED_ANNOTATION = "unresolved_annotation"
@@ -90,6 +92,8 @@ _DEFINITION_KINDS: Final = frozenset(
         _P.INVALID_TIMEOUT,
         _P.INVALID_DEPRECATION,
         _P.INVALID_INLINE,
+        _P.INVALID_MARK,
+        _P.CONTRADICTING_MARKS,
     }
 )
 _OUTPUT_KINDS: Final = frozenset(
