@@ -90,7 +90,7 @@ def serve() -> Iterator[str]:
 CLIENT = httpx.AsyncClient()  # main() points it at the upstream and installs tdk's hook
 
 
-@tool
+@tool(read_only=True)
 async def get_weather(
     city: Annotated[str, "The city's name."],
     units: Annotated[Literal["metric", "imperial"], "Unit system of the answer."] = "metric",
@@ -102,7 +102,7 @@ async def get_weather(
     return data
 
 
-@tool
+@tool(read_only=True)
 async def get_quote(symbol: Annotated[str, "The ticker symbol."]) -> dict[str, Any]:
     """Get the latest price of a stock."""
     response = await CLIENT.get("/quote", params={"symbol": symbol})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,9 +28,16 @@ def _rebuild(
     metadata: dict[str, Any],
     user_id: str | None,
     auth_token: str | None,
+    idempotency_key: str | None = None,
 ) -> ToolContext:
     """Recreate a context for ``pickle`` and ``copy`` (read-only mappings do not pickle)."""
-    return ToolContext(secrets=secrets, metadata=metadata, user_id=user_id, auth_token=auth_token)
+    return ToolContext(
+        secrets=secrets,
+        metadata=metadata,
+        user_id=user_id,
+        auth_token=auth_token,
+        idempotency_key=idempotency_key,
+    )
 
 
 #: Characters httpx leaves as they are in a URL path (RFC 3986 sub-delims, ":", "@", "/").
@@ -123,6 +131,10 @@ class ToolContext:
     """The end user the call is made for, when the host knows it."""
     auth_token: str | None = field(default=None, repr=False)
     """The end user's own credential, when the host passes one. Never shown by ``repr()``."""
+    idempotency_key: str | None = None
+    """The key of the logical call, the same on every attempt of it (send it as the
+    upstream's ``Idempotency-Key``). A tool reading its context always finds one: the runner
+    gives each call a random one unless the caller gave one here, and so does ``run()``."""
     _secret_values: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """What redaction scrubs for a call with this context, computed once (see
     :func:`secret_values`)."""
@@ -171,13 +183,42 @@ class ToolContext:
     def __repr__(self) -> str:
         secrets = "{" + ", ".join(f"{name!r}: '***'" for name in self.secrets) + "}"
         token = "'***'" if self.auth_token is not None else "None"
+        key = "" if self.idempotency_key is None else f", idempotency_key={self.idempotency_key!r}"
         return (
             f"ToolContext(secrets={secrets}, metadata={dict(self.metadata)!r}, "
-            f"user_id={self.user_id!r}, auth_token={token})"
+            f"user_id={self.user_id!r}, auth_token={token}{key})"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild,
-            (dict(self.secrets), dict(self.metadata), self.user_id, self.auth_token),
+            (
+                dict(self.secrets),
+                dict(self.metadata),
+                self.user_id,
+                self.auth_token,
+                self.idempotency_key,
+            ),
         )
+
+    def _keyed(self) -> ToolContext:
+        """This context for one logical call: itself when it has an idempotency key, else a
+        copy with a new random key (the rest shared, nothing computed again)."""
+        if self.idempotency_key is not None:
+            return self
+        copy = object.__new__(type(self))
+        for name in _FIELDS:
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "idempotency_key", str(uuid.uuid4()))
+        return copy
+
+
+#: Every slot of a context (its fields and what it computed from them).
+_FIELDS: Final = (
+    "secrets",
+    "metadata",
+    "user_id",
+    "auth_token",
+    "idempotency_key",
+    "_secret_values",
+)

@@ -102,6 +102,10 @@ class ToolDefinition(BaseModel):
     """Name of the toolkit the definition was listed by; None for a lone tool."""
 
 
+#: The context of a call given none (each call gets a keyed copy of it).
+_NO_CONTEXT: Final = ToolContext()
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """Everything execution needs on each call, computed once by ``@tool``.
@@ -158,7 +162,8 @@ class ToolSpec:
         to be changed: it may be the instance's own ``__dict__``).
 
         Model-typed parameters stay model instances. The context parameter, if any, receives
-        ``context`` (an empty :class:`~tdk.ToolContext` when None).
+        ``context`` (an empty :class:`~tdk.ToolContext` when None), with an idempotency key
+        of its own when it has none (a call that is not one of a runner's).
         """
         if not self.field_parameters and self.context_parameter is None:
             return validated.__dict__  # read-only: the caller unpacks it into the call
@@ -166,5 +171,5 @@ class ToolSpec:
         for field_name, parameter in self.field_parameters:
             values[parameter] = values.pop(field_name)
         if self.context_parameter is not None:
-            values[self.context_parameter] = context if context is not None else ToolContext()
+            values[self.context_parameter] = (context or _NO_CONTEXT)._keyed()
         return values

@@ -55,13 +55,19 @@ MAPPING_CASES = [
         httpx.ConnectTimeout("timed out", request=REQUEST),
         ErrorKind.NETWORK_TRANSPORT_RUNTIME_TIMEOUT,
         None,
-        id="TimeoutException-ConnectTimeout",
+        id="ConnectTimeout",
     ),
     pytest.param(
         httpx.ConnectError("[Errno -2] Name or service not known", request=REQUEST),
         ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE,
         "The upstream service could not be reached.",
         id="ConnectError",
+    ),
+    pytest.param(
+        httpx.UnsupportedProtocol("Request URL has an unsupported protocol 'ftp://'."),
+        ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
+        "The request to the upstream service failed.",
+        id="UnsupportedProtocol",
     ),
     pytest.param(
         httpx.ProxyError("proxy refused", request=REQUEST),
@@ -173,18 +179,36 @@ def test_most_specific_row_wins() -> None:
 
 def test_network_errors_carry_the_redacted_request() -> None:
     """Method and URL are in details, without userinfo or query secrets."""
-    info = ErrorInfo.from_exception(httpx.ConnectError("refused", request=REQUEST))
+    info = ErrorInfo.from_exception(httpx.ReadError("reset", request=REQUEST))
     assert info.details == {
         "method": "GET",
         "url": "https://api.example.com/v1/items?api_key=[REDACTED]&page=2",
     }
 
 
+@pytest.mark.parametrize(
+    ("exc", "sent"),
+    [
+        pytest.param(httpx.ConnectError("refused", request=REQUEST), False, id="connect-error"),
+        pytest.param(httpx.ConnectTimeout("slow", request=REQUEST), False, id="connect-timeout"),
+        pytest.param(httpx.UnsupportedProtocol("ftp"), False, id="unsupported-protocol"),
+        pytest.param(httpx.ReadTimeout("slow", request=REQUEST), None, id="read-timeout"),
+        pytest.param(httpx.ReadError("reset", request=REQUEST), None, id="read-error"),
+        pytest.param(httpx.RemoteProtocolError("bad", request=REQUEST), None, id="protocol"),
+        pytest.param(httpx.ProxyError("refused", request=REQUEST), None, id="proxy-error"),
+    ],
+)
+def test_errors_raised_before_sending_say_so(exc: Exception, sent: bool | None) -> None:
+    """``details["request_sent"]`` is False where the request certainly never left (the
+    runner then retries even a write); it is absent where it may have been sent."""
+    assert ErrorInfo.from_exception(exc).details.get("request_sent", None) is sent
+
+
 def test_network_error_without_request() -> None:
     """An httpx error built without a request still maps, with no request details."""
     info = ErrorInfo.from_exception(httpx.ConnectError("refused"))
     assert info.kind is ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE
-    assert info.details == {}
+    assert info.details == {"request_sent": False}
 
 
 def test_http_status_error_keeps_the_status() -> None:

@@ -70,7 +70,7 @@ class Upstream:
         self.release = asyncio.Event()
         self.started: list[int] = []
 
-        @tool
+        @tool(idempotent=True)  # (section 6 retries)
         async def fail(n: Annotated[int, "A number."] = 0) -> int:
             """Fail with the next queued error, if any."""
             self.calls += 1
@@ -78,7 +78,7 @@ class Upstream:
                 raise self.errors.pop(0)
             return n
 
-        @tool
+        @tool(idempotent=True)  # (section 6 retries)
         async def hold(n: Annotated[int, "A number."] = 0) -> int:
             """Wait until released; fail with the next queued error, if any."""
             self.calls += 1

@@ -51,7 +51,7 @@ BREAKER = CircuitBreaker(failure_threshold=1, reset_timeout=30.0)
 
 
 def flaky_toolkit(state: dict[str, bool]) -> Toolkit:
-    @tool
+    @tool(idempotent=True)  # (section 6 retries)
     async def flaky(n: Annotated[int, "A number."] = 0) -> int:
         """Fail while the upstream is down."""
         if state["down"]:
@@ -191,7 +191,7 @@ class Stuck:
         self.peak = 0
         self.bodies = 0
 
-        @tool
+        @tool(idempotent=True)  # (section 6 retries)
         def stuck(n: Annotated[int, "A number."] = 0) -> int:
             """Block until released."""
             with self.lock:

@@ -46,7 +46,7 @@ class Script:
         self.outcomes: Iterator[BaseException | None] = iter(outcomes)
         self.calls = 0
 
-        @tool
+        @tool(idempotent=True)  # (section 6 retries)
         async def flaky(n: Annotated[int, "A number."] = 1) -> int:
             """Fail as scripted, then succeed."""
             self.calls += 1
@@ -365,7 +365,7 @@ async def test_the_per_attempt_timeout_limits_each_attempt() -> None:
     """``timeout`` cuts each attempt; a timeout is retried like any transient failure."""
     calls = 0
 
-    @tool
+    @tool(read_only=True)
     async def slow() -> str:
         """Never answers in time."""
         nonlocal calls
@@ -407,7 +407,7 @@ async def test_the_runner_timeout_replaces_the_tools_own() -> None:
 async def test_the_deadline_cuts_the_attempt_in_progress() -> None:
     """With a deadline, an attempt gets at most the time left; then no retry fits."""
 
-    @tool(timeout=60.0)
+    @tool(timeout=60.0, read_only=True)
     async def hang() -> str:
         """Hangs."""
         await asyncio.sleep(10)

@@ -62,7 +62,7 @@ class Gate:
             """The length of the token."""
             return len(context.get_secret("TOKEN"))
 
-        @tool
+        @tool(idempotent=True)  # (section 6 retries)
         async def flaky(
             n: Annotated[int, "A number."], word: Annotated[str, "A word."] = "x"
         ) -> str:

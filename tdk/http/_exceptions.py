@@ -23,16 +23,19 @@ from tdk.http._hooks import classify
 _K = ErrorKind
 
 
-def _network(kind: ErrorKind, message: str) -> Build:
+def _network(kind: ErrorKind, message: str, *, before_sending: bool = False) -> Build:
+    """A row for a transport error; ``before_sending``: one raised before the request left
+    (connecting, resolving the name, an unsupported scheme), whose ``details`` then say
+    ``request_sent: False``, so that a write may be retried after it."""
+
     def build(exc: BaseException, secrets: Iterable[str]) -> Mapped:
+        details = request_details(exc, secrets)
+        if before_sending:
+            details["request_sent"] = False
         return Mapped(
             NetworkTransportError,
             message,
-            {
-                "kind": kind,
-                "developer_message": describe(exc, secrets),
-                "details": request_details(exc, secrets),
-            },
+            {"kind": kind, "developer_message": describe(exc, secrets), "details": details},
         )
 
     return build
@@ -71,11 +74,23 @@ def _http_status(exc: BaseException, secrets: Iterable[str]) -> ToolError:
 #: httpx exception class name -> builder; looked up along the MRO, most specific first.
 HTTPX_TABLE: Final[Mapping[str, Build]] = {
     "HTTPStatusError": _http_status,
+    "ConnectTimeout": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT,
+        "The upstream service could not be reached in time.",
+        before_sending=True,
+    ),
     "TimeoutException": _network(
         _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT, "The upstream service did not answer in time."
     ),
     "ConnectError": _network(
-        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."
+        _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE,
+        "The upstream service could not be reached.",
+        before_sending=True,
+    ),
+    "UnsupportedProtocol": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
+        "The request to the upstream service failed.",
+        before_sending=True,
     ),
     "ProxyError": _network(
         _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."

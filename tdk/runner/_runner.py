@@ -32,7 +32,7 @@ from tdk._result import ToolResult
 from tdk._threads import Job
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
-from tdk.errors import ErrorInfo, ErrorKind, ToolError, ToolNotFoundError
+from tdk.errors import ErrorCategory, ErrorInfo, ErrorKind, ToolError, ToolNotFoundError
 from tdk.runner._breaker import (
     NEUTRAL,
     Circuit,
@@ -70,6 +70,9 @@ _NEVER_REPEATED: Final = frozenset(
     }
 )
 
+_RATE_LIMIT: Final = ErrorCategory.RATE_LIMIT
+#: The context of a call given none (a keyed copy of it goes to a tool that reads one).
+_NO_CONTEXT: Final = ToolContext()
 _OPEN: Final = CircuitState.OPEN
 _CLOSED: Final = CircuitState.CLOSED
 
@@ -110,6 +113,12 @@ class _Plan:
     breaker_key: str
     threaded: bool
     """Whether the body runs in a worker thread (and may outlive its attempt)."""
+    repeatable: bool
+    """Whether the tool is read-only or idempotent: any retryable failure may be retried.
+    Otherwise only failures where the upstream certainly did not act are."""
+    keyed: bool
+    """Whether the tool reads its context: each call then gets its idempotency key here,
+    the same for all its attempts."""
     probe_lifetime: float | None
     """How long a half-open probe may take before it counts as lost: the attempt's limit,
     when there is one."""
@@ -298,6 +307,8 @@ class ToolRunner:
                 plan = self._plan(name)
             except ToolNotFoundError:
                 return self._not_found(name, context, call_id, started)
+        if plan.keyed:  # one idempotency key for every attempt of this call
+            context = (context or _NO_CONTEXT)._keyed()
         policies = plan.policies
         deadline_at = None if policies.deadline is None else self._clock() + policies.deadline
         # The circuit: a closed circuit of this process answers without a change.
@@ -540,6 +551,10 @@ class ToolRunner:
             or error.kind in _NEVER_REPEATED
         ):
             return {}
+        if not plan.repeatable and not _upstream_did_not_act(error):
+            # A write may have happened: repeating it is the caller's decision, not ours.
+            log_decision(plan.name, tries, error, "not_idempotent", None)
+            return {"retry_stopped": "not_idempotent"}
         allowed = min(retry.max_attempts, 1 + error.max_retry_attempts)
         if tries >= allowed:
             log_decision(plan.name, tries, error, "max_attempts", None)
@@ -606,6 +621,8 @@ class ToolRunner:
             limiter_key=f"tdk:rate_limit:{key}",
             breaker_key=f"tdk:circuit:{key}",
             threaded=not (tool.spec.is_async or tool.spec.inline),
+            repeatable=tool.definition.annotations.repeatable,
+            keyed=tool.spec.context_parameter is not None,
             probe_lifetime=tool.spec.timeout if timeout is None else timeout,
             circuit=None,
             log=None,
@@ -727,6 +744,12 @@ def _retries_stopped(
 
 def _ms_since(started: float) -> float:
     return (perf_counter() - started) * 1000
+
+
+def _upstream_did_not_act(error: ErrorInfo) -> bool:
+    """Whether ``error`` says for certain that the upstream did nothing: a rate limit (the
+    call was refused), or a connection that failed before the request was sent."""
+    return error.category is _RATE_LIMIT or error.details.get("request_sent") is False
 
 
 def _check_call(name: object, call_id: object) -> None:

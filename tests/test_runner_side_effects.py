@@ -1,0 +1,187 @@
+"""A write is never repeated by surprise: the runner's retries follow the side-effect marks.
+
+A tool that is neither read-only nor idempotent is retried only where the upstream certainly
+did not act (a rate limit, a connection that failed before the request left); read-only and
+idempotent tools keep every retry. Each logical call has one idempotency key for all its
+attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import httpx
+import pytest
+
+from tdk import RetryPolicy, ToolContext, Toolkit, ToolResult, ToolRunner, tool
+from tdk.errors import UpstreamRateLimitError, UpstreamServerError
+
+REQUEST = httpx.Request("POST", "https://tracker.example/issues")
+RETRY = RetryPolicy(max_attempts=3, initial_delay=0.001, jitter=False)
+
+
+def _timeout() -> BaseException:
+    return TimeoutError("the upstream took too long")
+
+
+FAILURES: dict[str, tuple[Callable[[], BaseException], bool]] = {
+    # failure -> (how to raise it, whether the upstream certainly did not act)
+    "server-error-503": (lambda: UpstreamServerError("down", status_code=503), False),
+    "timeout": (_timeout, False),
+    "read-error": (lambda: httpx.ReadError("connection reset", request=REQUEST), False),
+    "read-timeout": (lambda: httpx.ReadTimeout("slow", request=REQUEST), False),
+    "rate-limit-429": (
+        lambda: UpstreamRateLimitError("slow down", status_code=429, retry_after_ms=1),
+        True,
+    ),
+    "connect-refused": (lambda: httpx.ConnectError("refused", request=REQUEST), True),
+    "connect-timeout": (lambda: httpx.ConnectTimeout("no answer", request=REQUEST), True),
+}
+
+
+def _scripted(marks: dict[str, bool], failure: Callable[[], BaseException]) -> Any:
+    """A tool with ``marks`` that fails once with ``failure``, then succeeds; it counts its
+    calls."""
+    calls: list[int] = []
+
+    @tool(**marks)
+    async def act(n: Annotated[int, "A number."]) -> int:
+        """Act once."""
+        calls.append(n)
+        if len(calls) == 1:
+            raise failure()
+        return n
+
+    return act, calls
+
+
+def _run(runner: ToolRunner, name: str, arguments: Any = None, **options: Any) -> ToolResult:
+    return asyncio.run(runner.run(name, arguments, **options))
+
+
+@pytest.mark.parametrize(("failure", "did_not_act"), FAILURES.values(), ids=FAILURES.keys())
+def test_a_write_is_retried_only_where_the_upstream_did_not_act(
+    failure: Callable[[], BaseException], did_not_act: bool
+) -> None:
+    act, calls = _scripted({}, failure)
+    result = _run(ToolRunner(Toolkit("t", [act]), retry=RETRY), "act", {"n": 1})
+    if did_not_act:
+        assert (result.value, len(calls), result.attempts) == (1, 2, 2)
+    else:
+        assert len(calls) == 1
+        assert result.error is not None
+        assert result.error.details["attempts"] == 1
+        assert result.error.details["retry_stopped"] == "not_idempotent"
+
+
+@pytest.mark.parametrize(
+    "marks",
+    [
+        pytest.param({"read_only": True}, id="read-only"),
+        pytest.param({"idempotent": True}, id="idempotent"),
+    ],
+)
+@pytest.mark.parametrize("failure", [f for f, _ in FAILURES.values()], ids=FAILURES.keys())
+def test_read_only_and_idempotent_tools_keep_every_retry(
+    marks: dict[str, bool], failure: Callable[[], BaseException]
+) -> None:
+    act, calls = _scripted(marks, failure)
+    result = _run(ToolRunner(Toolkit("t", [act]), retry=RETRY), "act", {"n": 1})
+    assert (result.value, len(calls)) == (1, 2)
+
+
+class _Bodies:
+    """A sync tool whose first body overruns its limit of 0.2 s by 0.05 s (less than the one
+    more limit a retry waits for it); counts bodies running at once."""
+
+    def __init__(self, **marks: bool) -> None:
+        self.lock = threading.Lock()
+        self.running = self.peak = self.calls = 0
+
+        @tool(timeout=0.2, **marks)
+        def slow_sync(n: Annotated[int, "A number."]) -> int:
+            """Overrun the limit the first time."""
+            with self.lock:
+                self.calls += 1
+                first = self.calls == 1
+                self.running += 1
+                self.peak = max(self.peak, self.running)
+            try:
+                time.sleep(0.25 if first else 0.0)
+            finally:
+                with self.lock:
+                    self.running -= 1
+            return n
+
+        self.tool = slow_sync
+
+
+def test_a_sync_write_past_its_limit_runs_once() -> None:
+    bodies = _Bodies()
+    result = _run(ToolRunner(Toolkit("t", [bodies.tool]), retry=RETRY), "slow_sync", {"n": 1})
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "not_idempotent"
+    time.sleep(0.2)  # the overrun body ends in its thread
+    assert (bodies.calls, bodies.peak) == (1, 1)
+
+
+def test_a_read_only_sync_tool_past_its_limit_is_retried_without_overlap() -> None:
+    """The retry waits for the body that outlived its attempt: never two bodies at once."""
+    bodies = _Bodies(read_only=True)
+    runner = ToolRunner(Toolkit("t", [bodies.tool]), retry=RETRY)
+    result = _run(runner, "slow_sync", {"n": 1})
+    assert (result.value, bodies.calls, bodies.peak) == (1, 2, 1)
+
+
+def _keyed_tool(fail_first: bool) -> tuple[Any, list[str | None]]:
+    keys: list[str | None] = []
+
+    @tool(idempotent=True)
+    async def create(title: Annotated[str, "The title."], context: ToolContext) -> str:
+        """Create something, sending the call's idempotency key."""
+        keys.append(context.idempotency_key)
+        if fail_first and len(keys) == 1:
+            raise UpstreamServerError("down", status_code=503)
+        return title
+
+    return create, keys
+
+
+def test_every_attempt_of_a_call_has_the_same_key_and_calls_differ() -> None:
+    create, keys = _keyed_tool(fail_first=True)
+    runner = ToolRunner(Toolkit("t", [create]), retry=RETRY)
+    context = ToolContext(user_id="u-1")
+    first = _run(runner, "create", {"title": "a"}, context=context)
+    second = _run(runner, "create", {"title": "b"}, context=context)
+    assert (first.attempts, second.attempts) == (2, 1)
+    assert keys[0] == keys[1] != keys[2]
+    assert all(key is not None and len(key) == 36 for key in keys)
+    assert context.idempotency_key is None  # the caller's context is left as it was
+
+
+def test_calls_of_one_batch_have_keys_of_their_own() -> None:
+    create, keys = _keyed_tool(fail_first=False)
+    runner = ToolRunner(Toolkit("t", [create]))
+    batch = [("create", {"title": str(n)}) for n in range(5)]
+    results = asyncio.run(runner.run_many(batch, context=ToolContext()))
+    assert all(r.is_success for r in results)
+    assert len(set(keys)) == 5
+
+
+def test_a_key_the_caller_gives_is_kept() -> None:
+    create, keys = _keyed_tool(fail_first=True)
+    runner = ToolRunner(Toolkit("t", [create]), retry=RETRY)
+    _run(runner, "create", {"title": "a"}, context=ToolContext(idempotency_key="call_abc"))
+    assert keys == ["call_abc", "call_abc"]
+
+
+def test_a_direct_run_is_one_logical_call_with_a_key() -> None:
+    create, keys = _keyed_tool(fail_first=False)
+    asyncio.run(create.run({"title": "a"}))
+    asyncio.run(create.run({"title": "b"}, context=ToolContext()))
+    assert len(set(keys)) == 2
+    assert None not in keys
