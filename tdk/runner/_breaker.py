@@ -191,6 +191,24 @@ def record(
     return circuit, (before, circuit.state, circuit.failures)
 
 
+def refuses(circuit: Circuit | None, policy: CircuitBreaker, now: float) -> bool:
+    """Whether the circuit would refuse a call at ``now``: open and not yet due to half-open,
+    or half-open with every probe out and none lost yet. Changes nothing."""
+    if circuit is None or circuit.state == _CLOSED:  # (== : a shared store gives text back)
+        return False
+    if circuit.state == _OPEN:
+        return now < min(circuit.opened_at, now) + policy.reset_timeout
+    return circuit.probes >= policy.half_open_max_calls and now < circuit.probes_expire
+
+
+def peek(
+    circuit: Circuit | None, policy: CircuitBreaker, clock: Callable[[], float]
+) -> tuple[Circuit | None, bool]:
+    """A state "change" for :meth:`StateStore.update`: the state as it is, and whether the
+    circuit would refuse a call now (:func:`refuses`)."""
+    return circuit, refuses(circuit, policy, clock())
+
+
 def _restored(circuit: Circuit) -> Circuit:
     """A circuit whose state a shared store gave back as its value (``"open"``: JSON has no
     enums), with its state an enum member again; a fresh circuit if the value is no state."""

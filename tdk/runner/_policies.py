@@ -16,6 +16,7 @@ from typing import Final
 
 from tdk._seconds import finite, shown
 from tdk.errors import ErrorCategory
+from tdk.runner._scopes import check_scope
 
 __all__ = ["Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy"]
 
@@ -92,20 +93,29 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RateLimit:
-    """At most ``calls`` attempts of a tool in any window of ``period`` seconds.
+    """At most ``calls`` attempts in any window of ``period`` seconds.
 
-    A call beyond the limit is refused at once with ``TOOL_RUNTIME_RATE_LIMITED``, whose
-    ``retry_after_ms`` is the time until the limiter would admit it (rounded up to whole ms).
+    A call beyond the limit waits when the limiter would admit it within ``max_wait`` seconds
+    (and within the call's deadline); otherwise it is refused at once with
+    ``TOOL_RUNTIME_RATE_LIMITED``, whose ``retry_after_ms`` is the time until the limiter
+    would admit it (rounded up to whole ms). ``scope`` shares one quota between the tools
+    that name it, and may name context fields (``"github:{user_id}"``); without it, each tool
+    has its own (see ``docs/runner.md``).
 
     .. versionadded:: 0.1.0
     """
 
     calls: int
     period: float
+    max_wait: float = 0.0
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         _check_count("calls", self.calls)
         _check_seconds("period", self.period)
+        _check_seconds("max_wait", self.max_wait, zero_ok=True)
+        if self.scope is not None:
+            check_scope(self.scope)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +126,8 @@ class CircuitBreaker:
     timeout and connection, the circuit opens: calls fail at once with
     ``TOOL_RUNTIME_CIRCUIT_OPEN`` for ``reset_timeout`` seconds. Then it is half-open: up to
     ``half_open_max_calls`` calls run as probes; a probe's success closes the circuit, its
-    failure opens it again.
+    failure opens it again. ``scope`` shares one circuit between the tools that name it (one
+    upstream), and may name context fields; without it, each tool has its own.
 
     .. versionadded:: 0.1.0
     """
@@ -124,11 +135,14 @@ class CircuitBreaker:
     failure_threshold: int = 5
     reset_timeout: float = 30.0
     half_open_max_calls: int = 1
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         _check_count("failure_threshold", self.failure_threshold)
         _check_seconds("reset_timeout", self.reset_timeout)
         _check_count("half_open_max_calls", self.half_open_max_calls)
+        if self.scope is not None:
+            check_scope(self.scope)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,6 +10,7 @@ from tdk.errors import (
     ToolBulkheadFullError,
     ToolCircuitOpenError,
     ToolRateLimitedError,
+    ToolRequirementError,
     ToolTimeoutError,
 )
 from tdk.runner._breaker import CircuitState
@@ -57,6 +58,26 @@ def rate_limited(name: str, limit: RateLimit, wait: float) -> ToolRateLimitedErr
         period=limit.period,
         retry_after_ms=retry_after_ms,
         details={"attempts": 0},
+    )
+
+
+def scope_fields_missing(name: str, missing: list[str]) -> ToolRequirementError:
+    """A call whose policies keep their state per context field, and whose context lacks
+    ``missing`` (``user_id``, or metadata keys)."""
+    fields = list(dict.fromkeys(missing))
+    metadata = [field for field in fields if field != "user_id"]
+    needs = ", ".join(
+        "user_id" if field == "user_id" else f"metadata '{field}'" for field in fields
+    )
+    return ToolRequirementError(
+        f"The tool '{name}' cannot run: its limits are kept per {needs}, which the call's "
+        "context does not give.",
+        missing_metadata=metadata or None,
+        developer_message=(
+            "A RateLimit or CircuitBreaker scope names context fields the call did not "
+            "give: pass them in ToolContext(user_id=..., metadata={...})."
+        ),
+        details={"attempts": 0, "missing_user_id": "user_id" in fields},
     )
 
 

@@ -15,10 +15,11 @@ like the rest.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, Final
 
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
+from tdk._definition import ToolDefinition
 from tdk._execute import check_call_id, execute, failure_result, shown_name
 from tdk._result import ToolResult
 from tdk._threads import Job
@@ -40,7 +42,9 @@ from tdk.runner._breaker import (
     Verdict,
     acquire,
     outcome_of,
+    peek,
     record,
+    refuses,
 )
 from tdk.runner._bulkhead import Compartment, take_slots
 from tdk.runner._config import Layers, Policies, check_policies
@@ -53,7 +57,9 @@ from tdk.runner._refusals import (
     log_decision,
     log_transition,
     rate_limited,
+    scope_fields_missing,
 )
+from tdk.runner._scopes import scope_fields, scope_key
 from tdk.runner._stats import Counters, RunnerStats
 from tdk.runner._store import InMemoryStore, StateStore
 
@@ -126,6 +132,11 @@ class _Plan:
     """With the in-process store: the live circuit state, changed in place."""
     log: deque[float] | None
     """With the in-process store: the live limiter log, changed in place."""
+    scoped_by: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    """The context fields the limiter's and the breaker's scopes name: when any, each call
+    runs under the plan of its formatted scopes (:meth:`ToolRunner._scoped`)."""
+    scoped: dict[tuple[str, str], _Plan] = field(default_factory=dict)
+    """Those plans, by formatted keys (a few thousand at most)."""
 
 
 def _changes_the_circuit(plan: _Plan, ticket: int, done: ToolResult | None) -> bool:
@@ -250,6 +261,37 @@ class ToolRunner:
         self._layers.add(pattern, changes)
         self._plans.clear()
 
+    async def available(
+        self, source: Toolkit | Iterable[ToolDefinition], *, context: ToolContext | None = None
+    ) -> list[ToolDefinition]:
+        """The definitions of ``source`` (a toolkit, or definitions) whose tools this runner
+        would call now: those whose circuit is not open. A host offers the model these, and
+        stops offering a tool while its upstream is down. A tool the runner does not run, or
+        runs without a circuit, is kept; a circuit kept per context field is judged for
+        ``context`` (kept when the context lacks the field)."""
+        definitions = source.definitions() if isinstance(source, Toolkit) else list(source)
+        return [d for d in definitions if not await self._circuit_refuses(d.name, context)]
+
+    async def _circuit_refuses(self, name: str, context: ToolContext | None) -> bool:
+        plan = self._plans.get(name) or self._plans.get(name.lower())
+        if plan is None:
+            try:
+                plan = self._plan(name)
+            except ToolNotFoundError:
+                return False
+        breaker = plan.policies.circuit_breaker
+        if breaker is None:
+            return False
+        if plan.scoped_by != ((), ()):
+            scoped = self._scoped(plan, context)
+            if isinstance(scoped, ToolError):
+                return False
+            plan = scoped
+        if plan.circuit is not None:
+            return refuses(plan.circuit, breaker, self._clock())
+        answer: bool = await self._store.update(plan.breaker_key, peek, breaker, self._clock)
+        return answer
+
     def policies(self, name: str) -> Policies:
         """The policies that apply to the tool called ``name`` (whether or not it exists)."""
         return self._layers.resolve(name)
@@ -302,11 +344,11 @@ class ToolRunner:
             _check_call(name, call_id)
         self._counters.calls += 1
         plan = self._plans.get(name) or self._plans.get(name.lower())
-        if plan is None:
-            try:
-                plan = self._plan(name)
-            except ToolNotFoundError:
-                return self._not_found(name, context, call_id, started)
+        if plan is None or plan.scoped_by != ((), ()):  # (the common case: neither)
+            found = self._plan_of_call(plan, name, context, call_id, started)
+            if isinstance(found, ToolResult):
+                return found
+            plan = found
         if plan.keyed:  # one idempotency key for every attempt of this call
             context = (context or _NO_CONTEXT)._keyed()
         policies = plan.policies
@@ -360,13 +402,31 @@ class ToolRunner:
                 if everyone is not None:
                     everyone.leave()
 
-    def _not_found(
-        self, name: str, context: ToolContext | None, call_id: str | None, started: float
-    ) -> ToolResult:
-        shown = shown_name(name, context)
-        unknown = self.toolkit._not_found(name, shown)
-        unknown.details["attempts"] = 0
-        return _refused(shown, unknown, context, call_id, started)
+    def _plan_of_call(
+        self,
+        plan: _Plan | None,
+        name: str,
+        context: ToolContext | None,
+        call_id: str | None,
+        started: float,
+    ) -> _Plan | ToolResult:
+        """The plan of a call the fast path could not give: a tool's first call, or one
+        whose state is kept per formatted scope; or the refusal of an unknown tool or of a
+        context that lacks a scope's fields."""
+        if plan is None:
+            try:
+                plan = self._plan(name)
+            except ToolNotFoundError:
+                shown = shown_name(name, context)
+                unknown = self.toolkit._not_found(name, shown)
+                unknown.details["attempts"] = 0
+                return _refused(shown, unknown, context, call_id, started)
+        if plan.scoped_by == ((), ()):
+            return plan
+        scoped = self._scoped(plan, context)
+        if isinstance(scoped, ToolError):
+            return _refused(plan.name, scoped, context, call_id, started)
+        return scoped
 
     async def _gate(self, plan: _Plan) -> int | ToolError:
         """The circuit's ticket for a call's first attempt, or its refusal."""
@@ -402,6 +462,7 @@ class ToolRunner:
         """The retry loop: admit an attempt (``ticket``: the circuit's, for the first), run it,
         tell the circuit; after a failure, decide, and prepare the retry; return a result."""
         limiter = plan.policies.rate_limit
+        caller = (context, call_id, started)  # (for a refusal)
         tries = attempts = 0
         last: ToolResult | None = None
         while True:
@@ -411,7 +472,6 @@ class ToolRunner:
                 if deadline_at is not None:
                     cut = self._within_deadline(plan, deadline_at)
                     if cut is None:
-                        caller = (context, call_id, started)
                         return self._turned_away(plan, last, attempts, caller, "deadline")
                     limit = cut
                 if limiter is not None:
@@ -421,12 +481,13 @@ class ToolRunner:
                         if plan.log is not None
                         else await self._store.update(plan.limiter_key, admit, limiter, now)
                     )
-                    if wait:
-                        self._counters.rejections[ErrorKind.TOOL_RUNTIME_RATE_LIMITED] += 1
-                        caller = (context, call_id, started)
-                        return self._turned_away(
-                            plan, last, attempts, caller, "rate_limited", wait=wait
+                    if wait:  # waited for within max_wait, or refused
+                        admitted = await self._limited(
+                            plan, wait, deadline_at, last, attempts, caller=caller
                         )
+                        if isinstance(admitted, ToolResult):
+                            return admitted
+                        limit, waited = admitted if deadline_at is not None else limit, True
                 tries += 1
                 if last is not None:
                     self._counters.retries += 1
@@ -458,8 +519,7 @@ class ToolRunner:
             decision = self._decide(plan, result.error, tries, deadline_at, opened)
             if not isinstance(decision, float):
                 return _retries_stopped(result, attempts, started, **decision)
-            last = result
-            waited = True
+            last, waited = result, True
             prepared = await self._prepare_retry(
                 plan, last, attempts, started, wait=decision, lingering=lingering
             )
@@ -522,6 +582,54 @@ class ToolRunner:
             assert wait is not None
             refusal = rate_limited(plan.name, policies.rate_limit, wait)
         return _refused(plan.name, refusal, context, call_id, started)
+
+    async def _limited(
+        self,
+        plan: _Plan,
+        wait: float,
+        deadline_at: float | None,
+        last: ToolResult | None,
+        attempts: int,
+        *,
+        caller: tuple[ToolContext | None, str | None, float],
+    ) -> float | ToolResult:
+        """An attempt the rate limiter would admit in ``wait`` seconds: waited for while the
+        limiter would admit it within its ``max_wait`` (all waits added up) and before the
+        deadline, asking again after each wait; then its time limit (what the deadline
+        leaves). Else the call's refusal, or the last failure of a retry."""
+        limiter = plan.policies.rate_limit
+        assert limiter is not None
+        if limiter.max_wait:
+            wait = await self._wait_for_admission(plan, limiter, wait, deadline_at)
+        if wait:
+            self._counters.rejections[ErrorKind.TOOL_RUNTIME_RATE_LIMITED] += 1
+            return self._turned_away(plan, last, attempts, caller, "rate_limited", wait=wait)
+        cut = None if deadline_at is None else self._within_deadline(plan, deadline_at)
+        if cut is None and deadline_at is not None:
+            return self._turned_away(plan, last, attempts, caller, "deadline")
+        return cut if cut is not None else 0.0
+
+    async def _wait_for_admission(
+        self, plan: _Plan, limiter: RateLimit, wait: float, deadline_at: float | None
+    ) -> float:
+        """Wait while the limiter would admit the call within its ``max_wait`` (waits added
+        up) and before the deadline, asking it again after each wait: 0.0 once admitted, else
+        the wait it last answered."""
+        waited = 0.0
+        while wait:
+            if waited + wait > limiter.max_wait or (
+                deadline_at is not None and self._clock() + wait >= deadline_at
+            ):
+                return wait
+            await self._sleep(wait)
+            waited += wait
+            now = self._clock()
+            wait = (
+                admit(plan.log, limiter, now)[1]
+                if plan.log is not None
+                else await self._store.update(plan.limiter_key, admit, limiter, now)
+            )
+        return 0.0
 
     def _within_deadline(self, plan: _Plan, deadline_at: float) -> float | None:
         """The time limit of an attempt starting now: its own, cut to what the deadline
@@ -611,6 +719,9 @@ class ToolRunner:
                 (key, policies.bulkhead), Compartment(policies.bulkhead.max_concurrent)
             )
         timeout = policies.timeout
+        limiter, breaker = policies.rate_limit, policies.circuit_breaker
+        limiter_scope = limiter.scope if limiter is not None else None
+        breaker_scope = breaker.scope if breaker is not None else None
         plan = _Plan(
             tool=tool,
             name=tool.name,
@@ -618,24 +729,55 @@ class ToolRunner:
             compartment=compartment,
             attempt_timeout=DEFAULT if timeout is None else timeout,
             own_timeout=tool.spec.timeout if timeout is None else timeout,
-            limiter_key=f"tdk:rate_limit:{key}",
-            breaker_key=f"tdk:circuit:{key}",
+            limiter_key=_state_key("rate_limit", key, limiter_scope),
+            breaker_key=_state_key("circuit", key, breaker_scope),
             threaded=not (tool.spec.is_async or tool.spec.inline),
             repeatable=tool.definition.annotations.repeatable,
             keyed=tool.spec.context_parameter is not None,
             probe_lifetime=tool.spec.timeout if timeout is None else timeout,
             circuit=None,
             log=None,
+            scoped_by=(scope_fields(limiter_scope), scope_fields(breaker_scope)),
         )
-        local = self._local
-        if local is not None:
-            if policies.circuit_breaker is not None:
-                plan.circuit = local.live(plan.breaker_key, Circuit)
-                self._live_circuits[tool.name] = plan.circuit
-            if policies.rate_limit is not None:
-                plan.log = local.live(plan.limiter_key, deque)
+        if plan.scoped_by == ((), ()):
+            self._bind_state(plan)
         self._plans[key] = self._plans[tool.name] = plan
         return plan
+
+    def _bind_state(self, plan: _Plan) -> None:
+        """With the in-process store: give ``plan`` its live state objects."""
+        local = self._local
+        if local is None:
+            return
+        if plan.policies.circuit_breaker is not None:
+            plan.circuit = local.live(plan.breaker_key, Circuit)
+            self._live_circuits[plan.name] = plan.circuit
+        if plan.policies.rate_limit is not None:
+            plan.log = local.live(plan.limiter_key, deque)
+
+    def _scoped(self, plan: _Plan, context: ToolContext | None) -> _Plan | ToolError:
+        """The plan of a call whose scopes name context fields: its state keys formatted
+        for ``context``; or the error naming the fields the context lacks."""
+        keys: list[str] = []
+        missing: list[str] = []
+        for key, fields in zip((plan.limiter_key, plan.breaker_key), plan.scoped_by, strict=True):
+            formatted = scope_key(key, fields, context)
+            if isinstance(formatted, list):
+                missing += formatted
+            else:
+                keys.append(formatted)
+        if missing:
+            return scope_fields_missing(plan.name, missing)
+        found = plan.scoped.get((keys[0], keys[1]))
+        if found is None:
+            if len(plan.scoped) >= _MAX_SCOPED_PLANS:
+                plan.scoped.clear()
+            found = dataclasses.replace(
+                plan, limiter_key=keys[0], breaker_key=keys[1], scoped_by=((), ()), scoped={}
+            )
+            self._bind_state(found)
+            plan.scoped[keys[0], keys[1]] = found
+        return found
 
     def _saw_verdict(self, plan: _Plan, verdict: Verdict) -> int | None:
         ticket, before, after, failures, _ = verdict
@@ -744,6 +886,16 @@ def _retries_stopped(
 
 def _ms_since(started: float) -> float:
     return (perf_counter() - started) * 1000
+
+
+#: Plans of formatted scopes a tool keeps at most (then they are made again).
+_MAX_SCOPED_PLANS: Final = 4096
+
+
+def _state_key(policy: str, tool_key: str, scope: str | None) -> str:
+    """The store key of a policy's state: per tool, or per scope (a template until a call
+    formats it). Tool names hold no ``:``, so the two never meet."""
+    return f"tdk:{policy}:{tool_key}" if scope is None else f"tdk:{policy}:scope:{scope}"
 
 
 def _upstream_did_not_act(error: ErrorInfo) -> bool:

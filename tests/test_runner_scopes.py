@@ -1,0 +1,339 @@
+"""Shared scopes, a limiter that waits, and the tools a host may offer.
+
+Tools that call one upstream share one quota and one circuit when their policies name the
+same scope; a scope may name context fields, so that each user has their own. A limiter with
+``max_wait`` waits for a slot instead of refusing a call a runner could simply delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+
+import pytest
+
+from tdk import (
+    CircuitBreaker,
+    RateLimit,
+    ToolContext,
+    Toolkit,
+    ToolResult,
+    ToolRunner,
+    tool,
+)
+from tdk.errors import ErrorKind, UpstreamServerError
+from tdk.runner import InMemoryStore
+
+DOWN = {"github": False}
+
+
+@tool(read_only=True)
+async def list_repos(org: Annotated[str, "The organisation."] = "acme") -> str:
+    """List repositories."""
+    if DOWN["github"]:
+        raise UpstreamServerError("GitHub is down", status_code=503)
+    return org
+
+
+@tool(read_only=True)
+async def list_issues(repo: Annotated[str, "The repository."] = "tdk") -> str:
+    """List issues."""
+    if DOWN["github"]:
+        raise UpstreamServerError("GitHub is down", status_code=503)
+    return repo
+
+
+@tool(read_only=True)
+async def weather(city: Annotated[str, "The city."] = "Oslo") -> str:
+    """Get the weather (another upstream)."""
+    return city
+
+
+TOOLKIT = Toolkit("apis", [list_repos, list_issues, weather])
+
+
+@pytest.fixture(autouse=True)
+def _github_up() -> None:
+    DOWN["github"] = False
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _run(runner: ToolRunner, name: str, context: ToolContext | None = None) -> ToolResult:
+    return asyncio.run(runner.run(name, {}, context=context))
+
+
+@pytest.mark.parametrize(
+    "store", [pytest.param(None, id="in-process"), pytest.param("shared", id="via-update")]
+)
+def test_two_tools_with_one_scope_share_one_quota(store: str | None) -> None:
+    runner = ToolRunner(
+        TOOLKIT,
+        rate_limit=RateLimit(calls=2, period=60.0, scope="github"),
+        store=_Shared() if store else None,
+        clock=FakeClock(),
+    )
+    runner.configure("weather", rate_limit=RateLimit(calls=2, period=60.0))  # its own
+    kinds = [_run(runner, name).kind for name in ("list_repos", "list_issues", "list_repos")]
+    assert kinds == [None, None, ErrorKind.TOOL_RUNTIME_RATE_LIMITED]
+    assert _run(runner, "weather").is_success
+
+
+class _Shared:
+    """A store reached through ``update`` only, as a store shared by processes would be."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+
+    async def update(self, key: str, change: Any, *args: Any) -> Any:
+        return await self.inner.update(key, change, *args)
+
+
+@pytest.mark.parametrize(
+    "store", [pytest.param(None, id="in-process"), pytest.param("shared", id="via-update")]
+)
+def test_two_tools_with_one_scope_share_one_circuit(store: str | None) -> None:
+    clock = FakeClock()
+    runner = ToolRunner(
+        TOOLKIT,
+        circuit_breaker=CircuitBreaker(failure_threshold=2, reset_timeout=30.0, scope="github"),
+        clock=clock,
+        store=_Shared() if store else None,
+    )
+    runner.configure("weather", circuit_breaker=CircuitBreaker(failure_threshold=2))  # its own
+    DOWN["github"] = True
+    assert _run(runner, "list_repos").kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    assert _run(runner, "list_issues").kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
+    refused = _run(runner, "list_repos")  # opened by the two failures of two tools
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+    assert _run(runner, "weather").is_success  # another circuit
+    names = [d.name for d in asyncio.run(runner.available(TOOLKIT))]
+    assert names == ["weather"]
+    clock.now += 31  # half-open: a probe may go
+    assert [d.name for d in asyncio.run(runner.available(TOOLKIT.definitions()))] == [
+        "list_repos",
+        "list_issues",
+        "weather",
+    ]
+
+
+def test_per_user_scopes_are_separate() -> None:
+    runner = ToolRunner(
+        TOOLKIT, rate_limit=RateLimit(calls=1, period=60.0, scope="github:{user_id}")
+    )
+    ada, bob = ToolContext(user_id="ada"), ToolContext(user_id="bob")
+    assert _run(runner, "list_repos", ada).is_success
+    assert _run(runner, "list_issues", bob).is_success  # bob's own quota
+    assert _run(runner, "list_issues", ada).kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+
+
+def test_a_scope_may_name_metadata() -> None:
+    runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=1, period=60.0, scope="gh:{org}"))
+    acme, globex = ToolContext(metadata={"org": "acme"}), ToolContext(metadata={"org": "globex"})
+    assert _run(runner, "list_repos", acme).is_success
+    assert _run(runner, "list_repos", globex).is_success
+    assert _run(runner, "list_issues", acme).kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+
+
+@pytest.mark.parametrize(
+    ("context", "missing_metadata", "missing_user_id"),
+    [
+        pytest.param(None, ["org"], True, id="no-context"),
+        pytest.param(ToolContext(user_id="ada"), ["org"], False, id="no-metadata"),
+        pytest.param(ToolContext(metadata={"org": "acme"}), None, True, id="no-user-id"),
+    ],
+)
+def test_a_scope_field_missing_from_the_context_is_a_missing_requirement(
+    context: ToolContext | None, missing_metadata: list[str] | None, missing_user_id: bool
+) -> None:
+    runner = ToolRunner(
+        TOOLKIT,
+        circuit_breaker=CircuitBreaker(scope="{org}"),
+        rate_limit=RateLimit(calls=5, period=1.0, scope="gh:{user_id}"),
+    )
+    result = _run(runner, "list_repos", context)
+    assert result.kind == ErrorKind.TOOL_RUNTIME_MISSING_REQUIREMENT
+    assert result.attempts == 0
+    assert result.error is not None
+    assert result.error.details.get("missing_metadata") == missing_metadata
+    assert result.error.details["missing_user_id"] is missing_user_id
+    # Judged for a context that lacks the field, the circuit does not hide the tool.
+    assert len(asyncio.run(runner.available(TOOLKIT, context=context))) == 3
+
+
+@pytest.mark.parametrize(
+    "scope",
+    ["", "  ", "{user.id}", "{0}", "{}", "{org!r}", "{org:>10}", "gh:{", 42],
+)
+def test_a_scope_that_is_not_a_template_of_context_fields_is_refused(scope: Any) -> None:
+    with pytest.raises(ValueError, match="scope"):
+        RateLimit(calls=1, period=1.0, scope=scope)
+    with pytest.raises(ValueError, match="scope"):
+        CircuitBreaker(scope=scope)
+
+
+def test_a_burst_waits_within_max_wait() -> None:
+    """Five calls at once against two per 0.3 s, waiting up to 1 s: all succeed, the last
+    after two more windows."""
+    runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=2, period=0.3, max_wait=1.0))
+
+    async def burst() -> tuple[list[ToolResult], float]:
+        start = time.monotonic()
+        results = await runner.run_many([("weather", {}) for _ in range(5)])
+        return results, time.monotonic() - start
+
+    results, took = asyncio.run(burst())
+    assert all(r.is_success for r in results)
+    assert took >= 0.6
+    assert [r.attempts for r in results] == [1] * 5
+    assert max(r.duration_ms for r in results) >= 600  # a waited call counts its wait
+
+
+def test_a_wait_beyond_max_wait_is_still_refused() -> None:
+    runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=1, period=60.0, max_wait=0.5))
+    assert _run(runner, "weather").is_success
+    started = time.monotonic()
+    refused = _run(runner, "weather")
+    assert time.monotonic() - started < 0.5  # no wait that could not end in admission
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+    assert refused.retry_after_ms is not None
+    assert 59_000 < refused.retry_after_ms <= 60_000
+
+
+def test_no_wait_past_the_deadline() -> None:
+    runner = ToolRunner(
+        TOOLKIT, deadline=0.1, rate_limit=RateLimit(calls=1, period=0.5, max_wait=1.0)
+    )
+    assert _run(runner, "weather").is_success
+    refused = _run(runner, "weather")
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+
+
+def test_max_wait_must_be_seconds() -> None:
+    with pytest.raises(ValueError, match="max_wait"):
+        RateLimit(calls=1, period=1.0, max_wait=-1)
+
+
+def test_available_keeps_what_has_no_circuit_here() -> None:
+    """A tool the runner does not run, or runs without a circuit, is always offered."""
+    other = Toolkit("other", [weather]).definitions()
+    runner = ToolRunner(Toolkit("apis", [list_repos]))
+    foreign = [*TOOLKIT.definitions(), *other]
+    assert asyncio.run(runner.available(foreign)) == foreign
+
+
+def test_available_judges_a_per_user_circuit_for_the_user() -> None:
+    runner = ToolRunner(
+        TOOLKIT, circuit_breaker=CircuitBreaker(failure_threshold=1, scope="gh:{user_id}")
+    )
+    ada, bob = ToolContext(user_id="ada"), ToolContext(user_id="bob")
+    DOWN["github"] = True
+    assert not _run(runner, "list_repos", ada).is_success  # opens ada's circuit
+    offered = {
+        who: [d.name for d in asyncio.run(runner.available(TOOLKIT, context=ctx))]
+        for who, ctx in (("ada", ada), ("bob", bob))
+    }
+    # The runner's one breaker applies to every tool: ada's circuit is open for all of them.
+    assert offered == {"ada": [], "bob": ["list_repos", "list_issues", "weather"]}
+
+
+def test_a_half_open_circuit_with_its_probe_out_is_not_offered() -> None:
+    """After the reset timeout one probe may go; while it is out, the tool is not offered."""
+    clock = FakeClock()
+    state = {"fail": True}
+
+    async def scenario() -> list[list[str]]:
+        gate = asyncio.Event()
+
+        @tool(read_only=True)
+        async def gated() -> str:
+            """Fail while told to; else wait for the gate."""
+            if state["fail"]:
+                raise UpstreamServerError("down", status_code=503)
+            await gate.wait()
+            return "ok"
+
+        toolkit = Toolkit("g", [gated, weather])
+        runner = ToolRunner(
+            toolkit,
+            circuit_breaker=CircuitBreaker(failure_threshold=1, reset_timeout=10.0),
+            clock=clock,
+        )
+        await runner.run("gated", {})  # opens the circuit
+        seen = [[d.name for d in await runner.available(toolkit)]]
+        clock.now += 11  # due to half-open: offered again
+        seen.append([d.name for d in await runner.available(toolkit)])
+        state["fail"] = False
+        probe = asyncio.create_task(runner.run("gated", {}))
+        await asyncio.sleep(0.01)  # the probe is out, waiting at the gate
+        seen.append([d.name for d in await runner.available(toolkit)])
+        gate.set()
+        assert (await probe).value == "ok"  # and its success closes the circuit
+        seen.append([d.name for d in await runner.available(toolkit)])
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        ["weather"],
+        ["gated", "weather"],
+        ["weather"],
+        ["gated", "weather"],
+    ]
+
+
+def test_per_user_state_is_kept_for_many_users() -> None:
+    """Thousands of users each get their own quota (the plans of formatted scopes are made
+    again when there are too many to keep)."""
+    runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=1, period=60.0, scope="gh:{user_id}"))
+
+    async def many() -> list[ToolResult]:
+        users = [ToolContext(user_id=f"u{n}") for n in range(4_200)]
+        return [await runner.run("weather", {}, context=user) for user in users]
+
+    assert all(result.is_success for result in asyncio.run(many()))
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_a_metadata_value_without_text_is_a_missing_field() -> None:
+    runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=1, period=1.0, scope="{org}"))
+    result = _run(runner, "weather", ToolContext(metadata={"org": _Unprintable()}))
+    assert result.kind == ErrorKind.TOOL_RUNTIME_MISSING_REQUIREMENT
+
+
+def test_a_wait_that_ends_past_the_deadline_runs_no_attempt() -> None:
+    """The runner never starts a wait that would end past the deadline; a clock that moves
+    further while it waits (a slow machine) still stops the call at the deadline."""
+    clock = FakeClock()
+
+    async def slow_sleep(seconds: float) -> None:
+        clock.now += seconds + 20.0  # the machine stalled during the wait
+
+    runner = ToolRunner(
+        TOOLKIT,
+        deadline=10.0,
+        rate_limit=RateLimit(calls=1, period=1.0, max_wait=2.0),
+        clock=clock,
+        sleep=slow_sleep,
+    )
+
+    async def twice() -> ToolResult:
+        await runner.run("weather", {})
+        return await runner.run("weather", {})
+
+    late = asyncio.run(twice())
+    assert (
+        late.kind == ErrorKind.TOOL_RUNTIME_TIMEOUT
+        or late.kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+    )
