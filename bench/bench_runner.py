@@ -21,7 +21,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from tdk import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy, Toolkit, ToolRunner, tool
+from tdk import (
+    Bulkhead,
+    CircuitBreaker,
+    RateLimit,
+    RetryPolicy,
+    ToolContext,
+    Toolkit,
+    ToolRunner,
+    tool,
+)
 from tdk.runner import InMemoryStore
 
 ARGS = {"query": "python", "limit": 5, "exact": False}
@@ -71,6 +80,22 @@ EVERY_POLICY: dict[str, Any] = {
 }
 
 
+SCOPED_POLICY: dict[str, Any] = {
+    **EVERY_POLICY,
+    "rate_limit": RateLimit(calls=1_000_000_000, period=1.0, scope="bench"),
+    "circuit_breaker": CircuitBreaker(scope="bench"),
+}
+PER_USER = ToolRunner(
+    TOOLKIT,
+    **{
+        **EVERY_POLICY,
+        "rate_limit": RateLimit(calls=1_000_000_000, period=1.0, scope="bench:{user_id}"),
+        "circuit_breaker": CircuitBreaker(scope="bench:{user_id}"),
+    },
+)
+USER = ToolContext(user_id="u-1")
+
+
 def runner_call(runner: ToolRunner) -> Callable[[], Awaitable[Any]]:
     return lambda: runner.run("search", ARGS)
 
@@ -90,6 +115,8 @@ async def success_path(calls: int, rounds: int) -> None:
         "every policy + timeout, deadline": runner_call(
             ToolRunner(TOOLKIT, timeout=10.0, deadline=30.0, **EVERY_POLICY)
         ),
+        "every policy, scoped": runner_call(ToolRunner(TOOLKIT, **SCOPED_POLICY)),
+        "every policy, scoped per user": lambda: PER_USER.run("search", ARGS, context=USER),
         "every policy, store via update()": runner_call(
             ToolRunner(TOOLKIT, store=RemoteStore(), **EVERY_POLICY)
         ),

@@ -137,6 +137,8 @@ class _Plan:
     runs under the plan of its formatted scopes (:meth:`ToolRunner._scoped`)."""
     scoped: dict[tuple[str, str], _Plan] = field(default_factory=dict)
     """Those plans, by formatted keys (a few thousand at most)."""
+    by_context: bool = False
+    """Whether any scope names context fields (``scoped_by`` is not empty)."""
 
 
 def _changes_the_circuit(plan: _Plan, ticket: int, done: ToolResult | None) -> bool:
@@ -344,7 +346,7 @@ class ToolRunner:
             _check_call(name, call_id)
         self._counters.calls += 1
         plan = self._plans.get(name) or self._plans.get(name.lower())
-        if plan is None or plan.scoped_by != ((), ()):  # (the common case: neither)
+        if plan is None or plan.by_context:  # (the common case: neither)
             found = self._plan_of_call(plan, name, context, call_id, started)
             if isinstance(found, ToolResult):
                 return found
@@ -739,6 +741,7 @@ class ToolRunner:
             log=None,
             scoped_by=(scope_fields(limiter_scope), scope_fields(breaker_scope)),
         )
+        plan.by_context = plan.scoped_by != ((), ())
         if plan.scoped_by == ((), ()):
             self._bind_state(plan)
         self._plans[key] = self._plans[tool.name] = plan
@@ -773,7 +776,12 @@ class ToolRunner:
             if len(plan.scoped) >= _MAX_SCOPED_PLANS:
                 plan.scoped.clear()
             found = dataclasses.replace(
-                plan, limiter_key=keys[0], breaker_key=keys[1], scoped_by=((), ()), scoped={}
+                plan,
+                limiter_key=keys[0],
+                breaker_key=keys[1],
+                scoped_by=((), ()),
+                scoped={},
+                by_context=False,
             )
             self._bind_state(found)
             plan.scoped[keys[0], keys[1]] = found
