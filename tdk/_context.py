@@ -206,19 +206,18 @@ class ToolContext:
         copy with a new random key (the rest shared, nothing computed again)."""
         if self.idempotency_key is not None:
             return self
-        copy = object.__new__(type(self))
-        for name in _FIELDS:
-            object.__setattr__(copy, name, getattr(self, name))
-        object.__setattr__(copy, "idempotency_key", str(uuid.uuid4()))
+        return self._with_key(str(uuid.uuid4()))
+
+    def _with_key(self, key: str) -> ToolContext:
+        """A copy of this context (of its class, a subclass's own fields and attributes
+        included) whose idempotency key is ``key``; nothing is computed again."""
+        kind = type(self)
+        copy = object.__new__(kind)
+        for cls in kind.__mro__:
+            for name in cls.__dict__.get("__slots__", ()):
+                if name not in ("__dict__", "__weakref__") and hasattr(self, name):
+                    object.__setattr__(copy, name, getattr(self, name))
+        if hasattr(self, "__dict__"):
+            object.__setattr__(copy, "__dict__", dict(self.__dict__))
+        object.__setattr__(copy, "idempotency_key", key)
         return copy
-
-
-#: Every slot of a context (its fields and what it computed from them).
-_FIELDS: Final = (
-    "secrets",
-    "metadata",
-    "user_id",
-    "auth_token",
-    "idempotency_key",
-    "_secret_values",
-)

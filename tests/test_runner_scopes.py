@@ -337,3 +337,108 @@ def test_a_wait_that_ends_past_the_deadline_runs_no_attempt() -> None:
         late.kind == ErrorKind.TOOL_RUNTIME_TIMEOUT
         or late.kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
     )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param(("c", "a:b"), ("b:c", "a"), id="a-separator-in-a-value"),
+        pytest.param(("u" * 200 + "1", "o"), ("u" * 200 + "2", "o"), id="long-values"),
+        pytest.param(("v", 1), ("v", "1"), id="a-number-and-its-text"),
+    ],
+)
+def test_different_values_never_share_a_scope(
+    first: tuple[str, Any], second: tuple[str, Any]
+) -> None:
+    runner = ToolRunner(
+        TOOLKIT, rate_limit=RateLimit(calls=1, period=60.0, scope="gh:{org}:{user_id}")
+    )
+
+    def context(user: str, org: Any) -> ToolContext:
+        return ToolContext(user_id=user, metadata={"org": org})
+
+    assert _run(runner, "weather", context(*first)).is_success
+    assert _run(runner, "weather", context(*second)).is_success
+
+
+def test_a_user_named_like_a_fixed_scope_does_not_share_it() -> None:
+    runner = ToolRunner(TOOLKIT)
+    runner.configure("weather", rate_limit=RateLimit(calls=1, period=60.0, scope="github"))
+    runner.configure("list_repos", rate_limit=RateLimit(calls=1, period=60.0, scope="{user_id}"))
+    assert _run(runner, "list_repos", ToolContext(user_id="github")).is_success
+    assert _run(runner, "weather").is_success
+
+
+def test_a_metadata_value_of_none_is_missing() -> None:
+    runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=1, period=1.0, scope="{org}"))
+    result = _run(runner, "weather", ToolContext(metadata={"org": None}))
+    assert result.kind == ErrorKind.TOOL_RUNTIME_MISSING_REQUIREMENT
+
+
+class _HostileText(str):
+    def __format__(self, spec: str) -> str:
+        raise RuntimeError("no format")
+
+
+class _GivesHostileText:
+    def __str__(self) -> str:
+        return _HostileText("x")
+
+
+def test_a_metadata_value_with_hostile_text_is_used_as_plain_text() -> None:
+    runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=1, period=1.0, scope="{org}"))
+    context = ToolContext(metadata={"org": _GivesHostileText()})
+    assert _run(runner, "weather", context).is_success
+    assert asyncio.run(runner.available(TOOLKIT, context=context)) == TOOLKIT.definitions()
+
+
+def test_tools_sharing_a_scope_with_different_limits_keep_their_own() -> None:
+    """One quota is shared by the tools whose limits are equal; a looser limit on the same
+    scope never erases a stricter one's window."""
+    runner = ToolRunner(TOOLKIT)
+    runner.configure("list_repos", rate_limit=RateLimit(calls=2, period=60.0, scope="s"))
+    runner.configure("weather", rate_limit=RateLimit(calls=100, period=0.01, scope="s"))
+    kinds = []
+    for _ in range(3):
+        kinds.append(_run(runner, "list_repos").kind)
+        _run(runner, "weather")
+    assert kinds == [None, None, ErrorKind.TOOL_RUNTIME_RATE_LIMITED]
+
+
+def test_idle_per_user_state_does_not_grow_without_bound() -> None:
+    store = InMemoryStore()
+    runner = ToolRunner(
+        TOOLKIT,
+        rate_limit=RateLimit(calls=5, period=0.001, scope="gh:{user_id}"),
+        circuit_breaker=CircuitBreaker(scope="gh:{user_id}"),
+        store=store,
+    )
+
+    async def many() -> None:
+        for n in range(10_000):
+            await runner.run("weather", {}, context=ToolContext(user_id=f"u{n}"))
+            await runner.available(TOOLKIT, context=ToolContext(user_id=f"other{n}"))
+
+    asyncio.run(many())
+    assert len(store._states) < 10_000  # idle users' state is dropped, questions make none
+
+
+def test_a_call_waiting_for_the_limiter_does_not_run_once_the_circuit_opened() -> None:
+    """Calls admitted by a closed circuit and queued behind the limiter: once failures open
+    the circuit, the ones still waiting are refused instead of run."""
+    bodies: list[int] = []
+
+    @tool(read_only=True)
+    async def failing(n: Annotated[int, "A number."]) -> int:
+        """Always fails."""
+        bodies.append(n)
+        raise UpstreamServerError("down", status_code=503)
+
+    runner = ToolRunner(
+        Toolkit("f", [failing]),
+        rate_limit=RateLimit(calls=1, period=0.02, max_wait=5.0),
+        circuit_breaker=CircuitBreaker(failure_threshold=2, reset_timeout=60.0),
+    )
+    results = asyncio.run(runner.run_many([("failing", {"n": n}) for n in range(8)]))
+    assert len(bodies) == 2
+    assert sum(r.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN for r in results) == 6

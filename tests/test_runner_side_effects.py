@@ -185,3 +185,98 @@ def test_a_direct_run_is_one_logical_call_with_a_key() -> None:
     asyncio.run(create.run({"title": "b"}, context=ToolContext()))
     assert len(set(keys)) == 2
     assert None not in keys
+
+
+def _upstream(request: httpx.Request) -> httpx.Response:
+    """Creates on POST to api.example: /redirect answers 303 to an unreachable host, /plain
+    201; every other host cannot be reached."""
+    if request.url.host == "api.example" and request.method == "POST":
+        POSTS.append(request.url.path)
+        if request.url.path == "/redirect":
+            return httpx.Response(303, headers={"Location": "https://cdn.example/issues/1"})
+        return httpx.Response(201, json={"number": 1})
+    raise httpx.ConnectError("Connection refused", request=request)
+
+
+POSTS: list[str] = []
+
+
+def _installed() -> httpx.AsyncClient:
+    import tdk.http
+
+    transport = httpx.MockTransport(_upstream)
+    return tdk.http.install(httpx.AsyncClient(transport=transport, follow_redirects=True))
+
+
+@tool
+async def create_redirected(title: Annotated[str, "The title."]) -> str:
+    """Create (POST), follow the 303 to a host that cannot be reached."""
+    async with _installed() as client:
+        return (await client.post("https://api.example/redirect", json={"t": title})).text
+
+
+@tool
+async def create_then_notify(title: Annotated[str, "The title."]) -> str:
+    """Create, then notify a second service that cannot be reached."""
+    async with _installed() as client:
+        await client.post("https://api.example/plain", json={"t": title})
+        return (await client.post("https://notify.example/hook", json={"t": title})).text
+
+
+@pytest.mark.parametrize("name", ["create_redirected", "create_then_notify"])
+def test_a_connect_failure_after_an_answer_of_the_same_attempt_is_not_retried(name: str) -> None:
+    """The failed connect never sent its request, but an earlier request of the attempt was
+    answered (seen by tdk's hook): the upstream may have acted, so a write is not repeated."""
+    POSTS.clear()
+    runner = ToolRunner(Toolkit("t", [create_redirected, create_then_notify]), retry=RETRY)
+    result = _run(runner, name, {"title": "a"})
+    assert len(POSTS) == 1
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "not_idempotent"
+
+
+def test_a_first_connect_failure_of_a_write_is_retried() -> None:
+    """Nothing was answered before the connect failed: the write is retried."""
+
+    @tool
+    async def notify(text: Annotated[str, "The text."]) -> str:
+        """Notify a service that cannot be reached."""
+        async with _installed() as client:
+            return (await client.post("https://notify.example/hook", json={"t": text})).text
+
+    result = _run(ToolRunner(Toolkit("t", [notify]), retry=RETRY), "notify", {"text": "a"})
+    assert result.attempts == 3
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "max_attempts"
+
+
+def test_a_batch_given_a_key_gives_each_call_its_own() -> None:
+    create, keys = _keyed_tool(fail_first=False)
+    runner = ToolRunner(Toolkit("t", [create]))
+    batch = [("create", {"title": str(n)}) for n in range(3)]
+    asyncio.run(runner.run_many(batch, context=ToolContext(idempotency_key="batch-7")))
+    assert sorted(keys) == ["batch-7:0", "batch-7:1", "batch-7:2"]  # type: ignore[type-var]
+
+
+def test_a_context_subclass_keeps_its_own_fields() -> None:
+    """The copy that carries a call's key is of the caller's class, with its fields."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class TenantContext(ToolContext):
+        tenant: str = "none"
+
+    seen: list[str] = []
+
+    @tool(read_only=True)
+    async def whose(context: ToolContext) -> str:
+        """Whose call."""
+        assert isinstance(context, TenantContext)
+        seen.append(context.tenant)
+        return context.tenant
+
+    runner = ToolRunner(Toolkit("t", [whose]))
+    context = TenantContext(tenant="acme", secrets={"K": "v-1234"})
+    assert _run(runner, "whose", {}, context=context).value == "acme"
+    assert asyncio.run(whose.run({}, context=context)).value == "acme"
+    assert seen == ["acme", "acme"]

@@ -29,6 +29,7 @@ from typing import Any, Final, Protocol, TypeVar
 import httpx
 from httpx._auth import FunctionAuth
 
+from tdk._exchanges import note_answer
 from tdk._redact import call_secrets, end_call_secrets
 from tdk.errors import UpstreamError
 from tdk.http._body import (
@@ -118,6 +119,7 @@ class UpstreamHook:
     def raise_for_upstream(self, response: httpx.Response) -> None:
         """Sync response hook: raise the classified error for a status >= 400 (or outside
         100-599); let every other response pass untouched."""
+        note_answer()
         status = response.status_code
         if 100 <= status < 400:
             if (
@@ -147,6 +149,7 @@ class UpstreamHook:
     async def araise_for_upstream(self, response: httpx.Response) -> None:
         """Async response hook for ``httpx.AsyncClient``; same behaviour as
         :meth:`raise_for_upstream`."""
+        note_answer()
         status = response.status_code
         if 100 <= status < 400:
             if (
@@ -497,6 +500,7 @@ def raise_for_upstream(response: httpx.Response) -> None:
         client = httpx.Client(event_hooks={"response": [tdk.http.raise_for_upstream]})
     """
     if 100 <= response.status_code < 400:
+        note_answer()
         return
     _DEFAULT.raise_for_upstream(response)
 
@@ -504,6 +508,7 @@ def raise_for_upstream(response: httpx.Response) -> None:
 async def araise_for_upstream(response: httpx.Response) -> None:
     """Async httpx response hook with the default options (for ``httpx.AsyncClient``)."""
     if 100 <= response.status_code < 400:
+        note_answer()
         return
     await _DEFAULT.araise_for_upstream(response)
 

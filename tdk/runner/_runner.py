@@ -29,6 +29,7 @@ from tdk._arguments import Arguments
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
+from tdk._exchanges import ANSWERED
 from tdk._execute import check_call_id, execute, failure_result, shown_name
 from tdk._result import ToolResult
 from tdk._threads import Job
@@ -284,14 +285,14 @@ class ToolRunner:
         breaker = plan.policies.circuit_breaker
         if breaker is None:
             return False
-        if plan.scoped_by != ((), ()):
-            scoped = self._scoped(plan, context)
-            if isinstance(scoped, ToolError):
-                return False
-            plan = scoped
-        if plan.circuit is not None:
-            return refuses(plan.circuit, breaker, self._clock())
-        answer: bool = await self._store.update(plan.breaker_key, peek, breaker, self._clock)
+        if not plan.by_context:
+            return await self._circuit_now_refuses(plan)
+        key = scope_key(plan.breaker_key, plan.scoped_by[1], context)
+        if isinstance(key, list):
+            return False
+        if self._local is not None:  # (read only: no state is made for a mere question)
+            return refuses(self._local.get(key), breaker, self._clock())
+        answer: bool = await self._store.update(key, peek, breaker, self._clock)
         return answer
 
     def policies(self, name: str) -> Policies:
@@ -313,14 +314,21 @@ class ToolRunner:
         """Run calls concurrently and return their results in the order given.
 
         Each call is a :class:`ToolCall` or a ``(name, arguments)`` pair; ``context`` goes to
-        every call. One call's failure never affects the others. Cancelling ``run_many()``
-        cancels every call still running and returns once all have stopped.
+        every call. Each call is a logical call of its own: given an idempotency key, the
+        context gives call number ``n`` (from 0) the key ``"<key>:<n>"``, the same each time
+        the same batch is run. One call's failure never affects the others. Cancelling
+        ``run_many()`` cancels every call still running and returns once all have stopped.
         """
         batch = [_unpack(call) for call in calls]
+        key = None if context is None else context.idempotency_key
+        contexts = [
+            context if key is None or context is None else context._with_key(f"{key}:{n}")
+            for n in range(len(batch))
+        ]
         async with asyncio.TaskGroup() as group:
             tasks = [
-                group.create_task(self.run(name, arguments, context=context, call_id=call_id))
-                for name, arguments, call_id in batch
+                group.create_task(self.run(name, arguments, context=each, call_id=call_id))
+                for (name, arguments, call_id), each in zip(batch, contexts, strict=True)
             ]
         return [task.result() for task in tasks]
 
@@ -383,6 +391,8 @@ class ToolRunner:
         # The attempts. Sync bodies still running in their threads after their attempt ended
         # (past its time limit) keep the call's slots until they end.
         lingering: list[Job] | None = [] if plan.threaded else None
+        # A tool that may write: note whether an upstream answered it (see _exchanges).
+        noted = None if plan.repeatable else ANSWERED.set([False])
         try:
             return await self._attempts(
                 plan,
@@ -396,13 +406,9 @@ class ToolRunner:
                 lingering=lingering,
             )
         finally:
-            if lingering:
-                _leave_when_ended(lingering, compartment, everyone)
-            else:
-                if compartment is not None:
-                    compartment.leave()
-                if everyone is not None:
-                    everyone.leave()
+            if noted is not None:
+                ANSWERED.reset(noted)
+            _give_slots_back(lingering, compartment, everyone)
 
     def _plan_of_call(
         self,
@@ -579,6 +585,11 @@ class ToolRunner:
         if reason == "deadline":
             assert policies.deadline is not None
             refusal = deadline_passed(plan.name, policies.deadline)
+        elif reason == "circuit_open":
+            breaker = policies.circuit_breaker
+            assert breaker is not None
+            failures = plan.circuit.failures if plan.circuit is not None else 0
+            refusal = circuit_open(plan.name, breaker, failures, _OPEN, breaker.reset_timeout)
         else:
             assert policies.rate_limit is not None
             assert wait is not None
@@ -601,8 +612,13 @@ class ToolRunner:
         leaves). Else the call's refusal, or the last failure of a retry."""
         limiter = plan.policies.rate_limit
         assert limiter is not None
-        if limiter.max_wait:
+        circuit = plan.circuit
+        # (A probe never waits: its lifetime runs while it does, and others would be let in.)
+        if limiter.max_wait and (circuit is None or circuit.state is _CLOSED):
             wait = await self._wait_for_admission(plan, limiter, wait, deadline_at)
+        if wait < 0:  # the circuit opened while the call waited
+            self._counters.rejections[ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN] += 1
+            return self._turned_away(plan, last, attempts, caller, "circuit_open")
         if wait:
             self._counters.rejections[ErrorKind.TOOL_RUNTIME_RATE_LIMITED] += 1
             return self._turned_away(plan, last, attempts, caller, "rate_limited", wait=wait)
@@ -616,7 +632,8 @@ class ToolRunner:
     ) -> float:
         """Wait while the limiter would admit the call within its ``max_wait`` (waits added
         up) and before the deadline, asking it again after each wait: 0.0 once admitted, else
-        the wait it last answered."""
+        the wait it last answered; -1.0 when the call's circuit opened meanwhile (a call
+        admitted before it opened must not run after)."""
         waited = 0.0
         while wait:
             if waited + wait > limiter.max_wait or (
@@ -625,6 +642,8 @@ class ToolRunner:
                 return wait
             await self._sleep(wait)
             waited += wait
+            if await self._circuit_now_refuses(plan):
+                return -1.0
             now = self._clock()
             wait = (
                 admit(plan.log, limiter, now)[1]
@@ -632,6 +651,16 @@ class ToolRunner:
                 else await self._store.update(plan.limiter_key, admit, limiter, now)
             )
         return 0.0
+
+    async def _circuit_now_refuses(self, plan: _Plan) -> bool:
+        """Whether the plan's circuit would refuse a call now (it changes nothing)."""
+        breaker = plan.policies.circuit_breaker
+        if breaker is None:
+            return False
+        if plan.circuit is not None:
+            return refuses(plan.circuit, breaker, self._clock())
+        answer: bool = await self._store.update(plan.breaker_key, peek, breaker, self._clock)
+        return answer
 
     def _within_deadline(self, plan: _Plan, deadline_at: float) -> float | None:
         """The time limit of an attempt starting now: its own, cut to what the deadline
@@ -731,7 +760,8 @@ class ToolRunner:
             compartment=compartment,
             attempt_timeout=DEFAULT if timeout is None else timeout,
             own_timeout=tool.spec.timeout if timeout is None else timeout,
-            limiter_key=_state_key("rate_limit", key, limiter_scope),
+            limiter_key=_state_key("rate_limit", key, limiter_scope)
+            + ("" if limiter is None else f"/{limiter.calls}/{limiter.period!r}"),
             breaker_key=_state_key("circuit", key, breaker_scope),
             threaded=not (tool.spec.is_async or tool.spec.inline),
             repeatable=tool.definition.annotations.repeatable,
@@ -758,6 +788,25 @@ class ToolRunner:
         if plan.policies.rate_limit is not None:
             plan.log = local.live(plan.limiter_key, deque)
 
+    def _forget_idle(self, plans: Iterable[_Plan]) -> None:
+        """Drop from the in-process store the per-scope state of ``plans`` that is as good as
+        none (a limiter log with nothing in its window, a clean closed circuit): state kept per
+        user would otherwise grow with every user ever seen."""
+        local = self._local
+        if local is None:
+            return
+        now = self._clock()
+        for plan in plans:
+            log, limiter, circuit = plan.log, plan.policies.rate_limit, plan.circuit
+            if (
+                log is not None
+                and limiter is not None
+                and (not log or log[-1] <= now - limiter.period)
+            ):
+                local.forget(plan.limiter_key)
+            if circuit is not None and circuit.state is _CLOSED and not circuit.failures:
+                local.forget(plan.breaker_key)
+
     def _scoped(self, plan: _Plan, context: ToolContext | None) -> _Plan | ToolError:
         """The plan of a call whose scopes name context fields: its state keys formatted
         for ``context``; or the error naming the fields the context lacks."""
@@ -774,6 +823,7 @@ class ToolRunner:
         found = plan.scoped.get((keys[0], keys[1]))
         if found is None:
             if len(plan.scoped) >= _MAX_SCOPED_PLANS:
+                self._forget_idle(plan.scoped.values())
                 plan.scoped.clear()
             found = dataclasses.replace(
                 plan,
@@ -901,15 +951,21 @@ _MAX_SCOPED_PLANS: Final = 4096
 
 
 def _state_key(policy: str, tool_key: str, scope: str | None) -> str:
-    """The store key of a policy's state: per tool, or per scope (a template until a call
-    formats it). Tool names hold no ``:``, so the two never meet."""
+    """The store key of a policy's state: per tool, or per scope (to which a call appends
+    the values of the fields a scope names, see :func:`scope_key`). Tool names hold no
+    ``:``, so the two never meet. (A limiter's key also carries its limits: tools sharing a
+    scope share one quota when their limits are equal, and only then.)"""
     return f"tdk:{policy}:{tool_key}" if scope is None else f"tdk:{policy}:scope:{scope}"
 
 
 def _upstream_did_not_act(error: ErrorInfo) -> bool:
     """Whether ``error`` says for certain that the upstream did nothing: a rate limit (the
-    call was refused), or a connection that failed before the request was sent."""
-    return error.category is _RATE_LIMIT or error.details.get("request_sent") is False
+    call was refused), or a connection that failed before the request was sent, while no
+    upstream had answered the call before (a redirect followed, an earlier request)."""
+    if error.category is _RATE_LIMIT:
+        return True
+    cell = ANSWERED.get()
+    return error.details.get("request_sent") is False and not (cell is not None and cell[0])
 
 
 def _check_call(name: object, call_id: object) -> None:
@@ -942,6 +998,19 @@ async def _bodies_ended(jobs: list[Job], within: float | None) -> bool:
         return False
     jobs.clear()
     return True
+
+
+def _give_slots_back(
+    lingering: list[Job] | None, compartment: Compartment | None, everyone: Compartment | None
+) -> None:
+    """Give a call's slots back: now, or once its bodies still running have ended."""
+    if lingering:
+        _leave_when_ended(lingering, compartment, everyone)
+        return
+    if compartment is not None:
+        compartment.leave()
+    if everyone is not None:
+        everyone.leave()
 
 
 def _leave_when_ended(

@@ -8,6 +8,8 @@ key (``"github:{user_id}"``, ``"tenant:{org}"``). Without a scope, each tool has
 
 from __future__ import annotations
 
+import hashlib
+import json
 import string
 from typing import Final
 
@@ -15,7 +17,7 @@ from tdk._context import ToolContext
 
 __all__ = ["MAX_SCOPE_VALUE", "check_scope", "scope_fields", "scope_key"]
 
-#: Longest value of a field a formatted scope keeps (a key of a store, not a document).
+#: Longest value of a field a scope's key keeps as it is; a longer one is hashed.
 MAX_SCOPE_VALUE: Final = 200
 _FORMATTER: Final = string.Formatter()
 
@@ -47,25 +49,43 @@ def scope_fields(scope: str | None) -> tuple[str, ...]:
     return () if scope is None else check_scope(scope)
 
 
-def scope_key(scope: str, fields: tuple[str, ...], context: ToolContext | None) -> str | list[str]:
-    """``scope`` formatted for a call with ``context``; or the fields it lacks (``user_id``
-    when the context has none, metadata keys it does not hold)."""
+def scope_key(base: str, fields: tuple[str, ...], context: ToolContext | None) -> str | list[str]:
+    """The state key of a call with ``context`` under a scope naming ``fields`` (``base``:
+    the scope's own key); or the fields the context lacks (``user_id`` when it has none, a
+    metadata key it does not hold or holds as None, a value without text).
+
+    The values are appended as JSON, each with its type's name, so that no two different
+    values share a key (``"a:b"`` and ``"a"``, ``1`` and ``"1"``), and a value too long to
+    keep is replaced by its SHA-256: a scope's state is per value, whatever the values."""
     if not fields:
-        return scope
-    values: dict[str, str] = {}
+        return base
+    values: list[list[str]] = []
     missing: list[str] = []
     for field in fields:
-        if (field == "user_id" and (context is None or context.user_id is None)) or (
-            field != "user_id" and (context is None or field not in context.metadata)
-        ):
+        if field == "user_id":
+            value: object = None if context is None else context.user_id
+        else:
+            value = None if context is None else context.metadata.get(field)
+        text = _text(value)
+        if text is None:
             missing.append(field)
-            continue
-        assert context is not None
-        value = context.user_id if field == "user_id" else context.metadata[field]
-        try:
-            values[field] = str(value)[:MAX_SCOPE_VALUE]
-        except Exception:  # a metadata value whose str() fails: no key can be made of it
-            missing.append(field)
+        else:
+            values.append([type(value).__name__, text])
     if missing:
         return missing
-    return scope.format_map(values)
+    return f"{base}:{json.dumps(values, ensure_ascii=False)}"
+
+
+def _text(value: object) -> str | None:
+    """``value`` as the text a key holds (hashed past ``MAX_SCOPE_VALUE`` characters); None
+    for None or a value whose ``str()`` fails."""
+    if value is None:
+        return None
+    try:
+        text = str.__str__(value) if isinstance(value, str) else str.__str__(str(value))
+    except Exception:  # a hostile __str__, or one that returns no text
+        return None
+    if len(text) > MAX_SCOPE_VALUE:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"sha256:{digest}"
+    return text

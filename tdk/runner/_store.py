@@ -68,6 +68,14 @@ class InMemoryStore:
         self._states[key] = state
         return answer
 
+    def get(self, key: str) -> Any:
+        """The state under ``key``, or None; nothing is made."""
+        return self._states.get(key)
+
+    def forget(self, key: str) -> None:
+        """Drop the state under ``key`` (the runner does so for idle per-scope state)."""
+        self._states.pop(key, None)
+
     def live(self, key: str, factory: Callable[[], _S]) -> _S:
         """The state object under ``key`` itself (made by ``factory()`` if there is none).
 
