@@ -36,7 +36,7 @@ from tdk.runner import InMemoryStore
 ARGS = {"query": "python", "limit": 5, "exact": False}
 
 
-@tool
+@tool(read_only=True)
 async def search(
     query: Annotated[str, "What to search for."],
     limit: Annotated[int, "How many results."],
@@ -49,7 +49,7 @@ async def search(
 RUNNING = [0, 0]  # now, peak
 
 
-@tool
+@tool(read_only=True)
 async def fetch(n: Annotated[int, "Which item."]) -> int:
     """Fetch an item (yields to the loop once, like any I/O)."""
     RUNNING[0] += 1

@@ -60,7 +60,7 @@ from tdk.runner._refusals import (
     rate_limited,
     scope_fields_missing,
 )
-from tdk.runner._scopes import scope_fields, scope_key
+from tdk.runner._scopes import context_values, scope_fields, scope_key
 from tdk.runner._stats import Counters, RunnerStats
 from tdk.runner._store import InMemoryStore, StateStore
 
@@ -136,10 +136,15 @@ class _Plan:
     scoped_by: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     """The context fields the limiter's and the breaker's scopes name: when any, each call
     runs under the plan of its formatted scopes (:meth:`ToolRunner._scoped`)."""
-    scoped: dict[tuple[str, str], _Plan] = field(default_factory=dict)
-    """Those plans, by formatted keys (a few thousand at most)."""
+    scoped: dict[tuple[tuple[str, str], ...], _Plan] = field(default_factory=dict)
+    """Those plans, by the values of the fields (a few thousand at most)."""
+    context_fields: tuple[str, ...] = ()
+    """Every field the two scopes name, each once."""
     by_context: bool = False
     """Whether any scope names context fields (``scoped_by`` is not empty)."""
+    watched: bool = False
+    """Whether the answers of upstreams during a call are noted: for a tool that may write,
+    when a retry policy may repeat it."""
 
 
 def _changes_the_circuit(plan: _Plan, ticket: int, done: ToolResult | None) -> bool:
@@ -287,9 +292,10 @@ class ToolRunner:
             return False
         if not plan.by_context:
             return await self._circuit_now_refuses(plan)
-        key = scope_key(plan.breaker_key, plan.scoped_by[1], context)
-        if isinstance(key, list):
+        values = context_values(plan.context_fields, context)
+        if isinstance(values, list):
             return False
+        key = scope_key(plan.breaker_key, plan.scoped_by[1], plan.context_fields, values)
         if self._local is not None:  # (read only: no state is made for a mere question)
             return refuses(self._local.get(key), breaker, self._clock())
         answer: bool = await self._store.update(key, peek, breaker, self._clock)
@@ -392,7 +398,7 @@ class ToolRunner:
         # (past its time limit) keep the call's slots until they end.
         lingering: list[Job] | None = [] if plan.threaded else None
         # A tool that may write: note whether an upstream answered it (see _exchanges).
-        noted = None if plan.repeatable else ANSWERED.set([False])
+        noted = ANSWERED.set([False]) if plan.watched else None
         try:
             return await self._attempts(
                 plan,
@@ -772,6 +778,8 @@ class ToolRunner:
             scoped_by=(scope_fields(limiter_scope), scope_fields(breaker_scope)),
         )
         plan.by_context = plan.scoped_by != ((), ())
+        plan.context_fields = tuple(dict.fromkeys((*plan.scoped_by[0], *plan.scoped_by[1])))
+        plan.watched = not plan.repeatable and policies.retry is not None
         if plan.scoped_by == ((), ()):
             self._bind_state(plan)
         self._plans[key] = self._plans[tool.name] = plan
@@ -810,18 +818,17 @@ class ToolRunner:
     def _scoped(self, plan: _Plan, context: ToolContext | None) -> _Plan | ToolError:
         """The plan of a call whose scopes name context fields: its state keys formatted
         for ``context``; or the error naming the fields the context lacks."""
-        keys: list[str] = []
-        missing: list[str] = []
-        for key, fields in zip((plan.limiter_key, plan.breaker_key), plan.scoped_by, strict=True):
-            formatted = scope_key(key, fields, context)
-            if isinstance(formatted, list):
-                missing += formatted
-            else:
-                keys.append(formatted)
-        if missing:
-            return scope_fields_missing(plan.name, missing)
-        found = plan.scoped.get((keys[0], keys[1]))
+        named = plan.context_fields
+        values = context_values(named, context)
+        if isinstance(values, list):
+            return scope_fields_missing(plan.name, values)
+        found = plan.scoped.get(values)
         if found is None:
+            limiter_fields, breaker_fields = plan.scoped_by
+            keys = (
+                scope_key(plan.limiter_key, limiter_fields, named, values),
+                scope_key(plan.breaker_key, breaker_fields, named, values),
+            )
             if len(plan.scoped) >= _MAX_SCOPED_PLANS:
                 self._forget_idle(plan.scoped.values())
                 plan.scoped.clear()
@@ -832,9 +839,10 @@ class ToolRunner:
                 scoped_by=((), ()),
                 scoped={},
                 by_context=False,
+                watched=plan.watched,
             )
             self._bind_state(found)
-            plan.scoped[keys[0], keys[1]] = found
+            plan.scoped[values] = found
         return found
 
     def _saw_verdict(self, plan: _Plan, verdict: Verdict) -> int | None:

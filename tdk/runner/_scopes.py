@@ -9,13 +9,18 @@ key (``"github:{user_id}"``, ``"tenant:{org}"``). Without a scope, each tool has
 from __future__ import annotations
 
 import hashlib
-import json
 import string
 from typing import Final
 
 from tdk._context import ToolContext
 
-__all__ = ["MAX_SCOPE_VALUE", "check_scope", "scope_fields", "scope_key"]
+__all__ = [
+    "MAX_SCOPE_VALUE",
+    "check_scope",
+    "context_values",
+    "scope_fields",
+    "scope_key",
+]
 
 #: Longest value of a field a scope's key keeps as it is; a longer one is hashed.
 MAX_SCOPE_VALUE: Final = 200
@@ -49,17 +54,13 @@ def scope_fields(scope: str | None) -> tuple[str, ...]:
     return () if scope is None else check_scope(scope)
 
 
-def scope_key(base: str, fields: tuple[str, ...], context: ToolContext | None) -> str | list[str]:
-    """The state key of a call with ``context`` under a scope naming ``fields`` (``base``:
-    the scope's own key); or the fields the context lacks (``user_id`` when it has none, a
-    metadata key it does not hold or holds as None, a value without text).
-
-    The values are appended as JSON, each with its type's name, so that no two different
-    values share a key (``"a:b"`` and ``"a"``, ``1`` and ``"1"``), and a value too long to
-    keep is replaced by its SHA-256: a scope's state is per value, whatever the values."""
-    if not fields:
-        return base
-    values: list[list[str]] = []
+def context_values(
+    fields: tuple[str, ...], context: ToolContext | None
+) -> tuple[tuple[str, str], ...] | list[str]:
+    """The values of ``fields`` in ``context``, each as (type name, text); or the fields the
+    context lacks (``user_id`` when it has none, a metadata key it does not hold or holds as
+    None, a value without text)."""
+    values: list[tuple[str, str]] = []
     missing: list[str] = []
     for field in fields:
         if field == "user_id":
@@ -70,10 +71,24 @@ def scope_key(base: str, fields: tuple[str, ...], context: ToolContext | None) -
         if text is None:
             missing.append(field)
         else:
-            values.append([type(value).__name__, text])
-    if missing:
-        return missing
-    return f"{base}:{json.dumps(values, ensure_ascii=False)}"
+            values.append((type(value).__name__, text))
+    return missing or tuple(values)
+
+
+def scope_key(
+    base: str, fields: tuple[str, ...], named: tuple[str, ...], values: tuple[tuple[str, str], ...]
+) -> str:
+    """The state key of a call under a scope naming ``fields`` (``base``: the scope's own
+    key), given the ``values`` of the fields ``named`` (:func:`context_values`).
+
+    The values are appended as the ``repr()`` of a tuple of (type name, text) pairs (quoted
+    and escaped by Python, in C), so that no two different values share a key (``"a:b"``
+    and ``"a"``, ``1`` and ``"1"``); a value too long to keep is replaced by its SHA-256: a
+    scope's state is per value, whatever the values."""
+    if not fields:
+        return base
+    mine = tuple(values[named.index(field)] for field in fields)
+    return f"{base}:{mine!r}"
 
 
 def _text(value: object) -> str | None:
