@@ -214,8 +214,13 @@ class ToolContext:
         kind = type(self)
         copy = object.__new__(kind)
         for cls in kind.__mro__:
-            for name in cls.__dict__.get("__slots__", ()):
-                if name not in ("__dict__", "__weakref__") and hasattr(self, name):
+            slots = cls.__dict__.get("__slots__", ())
+            for slot in (slots,) if isinstance(slots, str) else slots:
+                if slot in ("__dict__", "__weakref__"):
+                    continue
+                private = slot.startswith("__") and not slot.endswith("__")
+                name = f"_{cls.__name__.lstrip('_')}{slot}" if private else slot
+                if hasattr(self, name):
                     object.__setattr__(copy, name, getattr(self, name))
         if hasattr(self, "__dict__"):
             object.__setattr__(copy, "__dict__", dict(self.__dict__))

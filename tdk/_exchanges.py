@@ -11,14 +11,22 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Final
 
-__all__ = ["ANSWERED", "note_answer"]
+__all__ = ["ANSWERED", "note_answer", "pass_answers_on"]
 
-#: While a tracked attempt runs: a one-item list, set to True by the first answer.
-ANSWERED: Final[ContextVar[list[bool] | None]] = ContextVar("tdk_answered", default=None)
+#: While a tracked attempt runs: a one-item list, the number of answers seen.
+ANSWERED: Final[ContextVar[list[int] | None]] = ContextVar("tdk_answered", default=None)
 
 
 def note_answer() -> None:
     """An upstream answered a request of the current attempt (if one is tracked)."""
     cell = ANSWERED.get()
     if cell is not None:
-        cell[0] = True
+        cell[0] += 1
+
+
+def pass_answers_on(cell: list[int] | None) -> None:
+    """Count the answers of a call that ended (``cell``) in the call around it, if any: a
+    tool that calls another through a runner acted when the inner one did."""
+    outer = ANSWERED.get()
+    if outer is not None and cell is not None:
+        outer[0] += cell[0]

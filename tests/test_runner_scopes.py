@@ -442,3 +442,86 @@ def test_a_call_waiting_for_the_limiter_does_not_run_once_the_circuit_opened() -
     results = asyncio.run(runner.run_many([("failing", {"n": n}) for n in range(8)]))
     assert len(bodies) == 2
     assert sum(r.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN for r in results) == 6
+
+
+def test_forgetting_idle_users_never_splits_a_shared_quota() -> None:
+    """Tools sharing a fixed scope keep one quota, however many users come and go through a
+    per-user circuit of one of them."""
+    clock = FakeClock()
+    runner = ToolRunner(TOOLKIT, clock=clock)
+    quota = RateLimit(calls=2, period=1.0, scope="github")
+    runner.configure(
+        "list_repos", rate_limit=quota, circuit_breaker=CircuitBreaker(scope="u:{user_id}")
+    )
+    runner.configure("list_issues", rate_limit=quota)
+
+    async def scenario() -> int:
+        assert (await runner.run("list_issues", {})).is_success
+        for n in range(4_100):  # more users than the runner keeps plans for
+            clock.now += 2.0
+            assert (
+                await runner.run("list_repos", {}, context=ToolContext(user_id=f"u{n}"))
+            ).is_success
+        clock.now += 2.0
+        admitted = 0
+        for name in ("list_repos", "list_issues", "list_repos", "list_issues"):
+            result = await runner.run(name, {}, context=ToolContext(user_id="x"))
+            admitted += result.is_success
+        return admitted
+
+    assert asyncio.run(scenario()) == 2
+
+
+def test_a_long_value_and_its_digest_are_different_values() -> None:
+    import hashlib
+
+    runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=1, period=60.0, scope="{user_id}"))
+    victim = "v" * 300
+    forged = "sha256:" + hashlib.sha256(victim.encode()).hexdigest()
+    assert _run(runner, "weather", ToolContext(user_id=victim)).is_success
+    assert _run(runner, "weather", ToolContext(user_id=forged)).is_success
+
+
+def test_a_call_waiting_for_the_limiter_does_not_run_after_its_circuit_changed() -> None:
+    """Admitted by a closed circuit, queued behind the limiter past the reset timeout: the
+    circuit opened (and half-opened) meanwhile, so the call is refused, not run."""
+    clock = FakeClock()
+    ran: list[int] = []
+
+    async def scenario() -> ToolResult:
+        gate, woke = asyncio.Event(), asyncio.Event()
+
+        @tool(read_only=True)
+        async def flaky(n: Annotated[int, "A number."]) -> int:
+            """The first call fails once released; the others succeed."""
+            ran.append(n)
+            if n == 0:
+                await gate.wait()
+                raise UpstreamServerError("down", status_code=503)
+            return n
+
+        async def sleep(seconds: float) -> None:
+            await woke.wait()
+            clock.now += seconds
+
+        runner = ToolRunner(
+            Toolkit("f", [flaky]),
+            clock=clock,
+            sleep=sleep,
+            circuit_breaker=CircuitBreaker(failure_threshold=1, reset_timeout=0.5),
+            rate_limit=RateLimit(calls=1, period=2.0, max_wait=5.0),
+        )
+        first = asyncio.create_task(runner.run("flaky", {"n": 0}))
+        while not ran:
+            await asyncio.sleep(0)
+        second = asyncio.create_task(runner.run("flaky", {"n": 1}))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        gate.set()
+        await first  # opens the circuit
+        woke.set()  # the second call's wait ends, past the reset timeout
+        return await second
+
+    result = asyncio.run(scenario())
+    assert ran == [0]
+    assert result.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN

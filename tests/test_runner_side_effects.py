@@ -280,3 +280,109 @@ def test_a_context_subclass_keeps_its_own_fields() -> None:
     assert _run(runner, "whose", {}, context=context).value == "acme"
     assert asyncio.run(whose.run({}, context=context)).value == "acme"
     assert seen == ["acme", "acme"]
+
+
+def _limited_upstream(request: httpx.Request) -> httpx.Response:
+    """Creates on api.example; every other host answers 429."""
+    if request.url.host == "api.example":
+        POSTS.append(request.url.path)
+        return httpx.Response(201, json={"n": 1})
+    return httpx.Response(429, headers={"Retry-After": "0"})
+
+
+@tool
+async def create_then_limited(title: Annotated[str, "The title."]) -> str:
+    """Create, then call a service that answers 429."""
+    import tdk.http
+
+    transport = httpx.MockTransport(_limited_upstream)
+    async with tdk.http.install(httpx.AsyncClient(transport=transport)) as client:
+        await client.post("https://api.example/issues", json={"t": title})
+        return (await client.post("https://notify.example/hook")).text
+
+
+def test_a_rate_limit_after_an_answered_write_is_not_retried() -> None:
+    POSTS.clear()
+    runner = ToolRunner(Toolkit("t", [create_then_limited]), retry=RETRY)
+    result = _run(runner, "create_then_limited", {"title": "a"})
+    assert POSTS == ["/issues"]
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "not_idempotent"
+
+
+def test_answers_are_counted_per_attempt() -> None:
+    """A first attempt answered 429 (retried: nothing happened), a second whose connect fails
+    before sending: retried too."""
+    calls: list[int] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            return httpx.Response(429, headers={"Retry-After": "0"})
+        raise httpx.ConnectError("refused", request=request)
+
+    @tool
+    async def send(text: Annotated[str, "The text."]) -> str:
+        """Send."""
+        import tdk.http
+
+        async with tdk.http.install(httpx.AsyncClient(transport=httpx.MockTransport(flaky))) as c:
+            return (await c.post("https://notify.example/hook", json={"t": text})).text
+
+    result = _run(ToolRunner(Toolkit("t", [send]), retry=RETRY), "send", {"text": "a"})
+    assert (len(calls), result.attempts) == (3, 3)
+
+
+def test_a_nested_call_that_wrote_keeps_the_outer_write_from_being_repeated() -> None:
+    """An outer write tool calls an inner one through the runner; the inner's answered write
+    counts for the outer call when the outer's own request then fails to connect."""
+    POSTS.clear()
+
+    @tool
+    async def inner(title: Annotated[str, "The title."]) -> str:
+        """Create."""
+        async with _installed() as client:
+            return (await client.post("https://api.example/plain", json={"t": title})).text
+
+    @tool
+    async def outer(title: Annotated[str, "The title."]) -> str:
+        """Create through the inner tool, then notify a service that cannot be reached."""
+        created = await runner.run("inner", {"title": title})
+        assert created.is_success
+        async with _installed() as client:
+            return (await client.post("https://notify.example/hook", json={})).text
+
+    runner = ToolRunner(Toolkit("t", [inner, outer]), retry=RETRY)
+    result = _run(runner, "outer", {"title": "a"})
+    assert POSTS == ["/plain"]
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "not_idempotent"
+
+
+def test_a_context_subclass_with_odd_slots_keeps_them() -> None:
+    """A single slot given as a string, and a private slot, are copied too."""
+
+    class Single(ToolContext):
+        __slots__ = "tenant"  # noqa: PLC0205 (a form Python accepts: the test is of it)
+
+    class Private(ToolContext):
+        __slots__ = ("__tenant",)
+
+        def tenant(self) -> str:
+            return self.__tenant
+
+    seen: list[str] = []
+
+    @tool(read_only=True)
+    async def whose(context: ToolContext) -> str:
+        """Whose call."""
+        seen.append(context.tenant if isinstance(context, Single) else context.tenant())  # type: ignore[operator, union-attr]
+        return "ok"
+
+    single = Single()
+    object.__setattr__(single, "tenant", "acme")
+    private = Private()
+    object.__setattr__(private, "_Private__tenant", "globex")
+    for context in (single, private):
+        assert asyncio.run(whose.run({}, context=context)).is_success
+    assert seen == ["acme", "globex"]

@@ -29,7 +29,7 @@ from tdk._arguments import Arguments
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
-from tdk._exchanges import ANSWERED
+from tdk._exchanges import ANSWERED, pass_answers_on
 from tdk._execute import check_call_id, execute, failure_result, shown_name
 from tdk._result import ToolResult
 from tdk._threads import Job
@@ -237,6 +237,8 @@ class ToolRunner:
         self._compartments: dict[tuple[str, Bulkhead], Compartment] = {}
         self._counters = Counters()
         self._live_circuits: dict[str, Circuit] = {}
+        self._per_context: dict[str, RateLimit | CircuitBreaker] = {}
+        """In-process state kept per context value (per user): key -> its policy."""
 
     def configure(
         self,
@@ -398,7 +400,7 @@ class ToolRunner:
         # (past its time limit) keep the call's slots until they end.
         lingering: list[Job] | None = [] if plan.threaded else None
         # A tool that may write: note whether an upstream answered it (see _exchanges).
-        noted = ANSWERED.set([False]) if plan.watched else None
+        noted = ANSWERED.set([0]) if plan.watched else None
         try:
             return await self._attempts(
                 plan,
@@ -413,7 +415,9 @@ class ToolRunner:
             )
         finally:
             if noted is not None:
+                answers = ANSWERED.get()
                 ANSWERED.reset(noted)
+                pass_answers_on(answers)
             _give_slots_back(lingering, compartment, everyone)
 
     def _plan_of_call(
@@ -557,6 +561,9 @@ class ToolRunner:
         await self._sleep(wait)
         if lingering and not await _bodies_ended(lingering, plan.own_timeout):
             return self._gave_up(plan, last, attempts, started, reason="still_running")
+        answers = ANSWERED.get()
+        if answers is not None:  # counted per attempt
+            answers[0] = 0
         breaker = plan.policies.circuit_breaker
         if breaker is None:
             return None
@@ -641,6 +648,8 @@ class ToolRunner:
         the wait it last answered; -1.0 when the call's circuit opened meanwhile (a call
         admitted before it opened must not run after)."""
         waited = 0.0
+        circuit = plan.circuit  # (in process: any change of it since is a change of state)
+        generation = None if circuit is None else circuit.generation
         while wait:
             if waited + wait > limiter.max_wait or (
                 deadline_at is not None and self._clock() + wait >= deadline_at
@@ -648,7 +657,9 @@ class ToolRunner:
                 return wait
             await self._sleep(wait)
             waited += wait
-            if await self._circuit_now_refuses(plan):
+            if (circuit is not None and circuit.generation != generation) or (
+                await self._circuit_now_refuses(plan)
+            ):
                 return -1.0
             now = self._clock()
             wait = (
@@ -796,24 +807,24 @@ class ToolRunner:
         if plan.policies.rate_limit is not None:
             plan.log = local.live(plan.limiter_key, deque)
 
-    def _forget_idle(self, plans: Iterable[_Plan]) -> None:
-        """Drop from the in-process store the per-scope state of ``plans`` that is as good as
-        none (a limiter log with nothing in its window, a clean closed circuit): state kept per
-        user would otherwise grow with every user ever seen."""
+    def _forget_idle(self) -> None:
+        """Drop from the in-process store the per-user state (of scopes naming context fields)
+        that is as good as none: a limiter log with nothing left in its window, a clean closed
+        circuit. State kept per user would otherwise grow with every user ever seen. (A call
+        in flight across this keeps its own state object: a report it makes after is lost.)"""
         local = self._local
         if local is None:
             return
         now = self._clock()
-        for plan in plans:
-            log, limiter, circuit = plan.log, plan.policies.rate_limit, plan.circuit
-            if (
-                log is not None
-                and limiter is not None
-                and (not log or log[-1] <= now - limiter.period)
-            ):
-                local.forget(plan.limiter_key)
-            if circuit is not None and circuit.state is _CLOSED and not circuit.failures:
-                local.forget(plan.breaker_key)
+        for key, policy in list(self._per_context.items()):
+            state = local.get(key)
+            if isinstance(policy, RateLimit):
+                idle = not state or state[-1] <= now - policy.period
+            else:
+                idle = state is None or (state.state is _CLOSED and not state.failures)
+            if idle:
+                local.forget(key)
+                del self._per_context[key]
 
     def _scoped(self, plan: _Plan, context: ToolContext | None) -> _Plan | ToolError:
         """The plan of a call whose scopes name context fields: its state keys formatted
@@ -830,8 +841,8 @@ class ToolRunner:
                 scope_key(plan.breaker_key, breaker_fields, named, values),
             )
             if len(plan.scoped) >= _MAX_SCOPED_PLANS:
-                self._forget_idle(plan.scoped.values())
                 plan.scoped.clear()
+                self._forget_idle()
             found = dataclasses.replace(
                 plan,
                 limiter_key=keys[0],
@@ -842,6 +853,11 @@ class ToolRunner:
                 watched=plan.watched,
             )
             self._bind_state(found)
+            policies = plan.policies
+            if limiter_fields and policies.rate_limit is not None:  # (only per-user state)
+                self._per_context[keys[0]] = policies.rate_limit
+            if breaker_fields and policies.circuit_breaker is not None:
+                self._per_context[keys[1]] = policies.circuit_breaker
             plan.scoped[values] = found
         return found
 
@@ -970,10 +986,11 @@ def _upstream_did_not_act(error: ErrorInfo) -> bool:
     """Whether ``error`` says for certain that the upstream did nothing: a rate limit (the
     call was refused), or a connection that failed before the request was sent, while no
     upstream had answered the call before (a redirect followed, an earlier request)."""
-    if error.category is _RATE_LIMIT:
-        return True
     cell = ANSWERED.get()
-    return error.details.get("request_sent") is False and not (cell is not None and cell[0])
+    answers = 0 if cell is None else cell[0]
+    if error.category is _RATE_LIMIT:
+        return answers <= 1  # (the refusal itself is an answer the hook saw)
+    return error.details.get("request_sent") is False and answers == 0
 
 
 def _check_call(name: object, call_id: object) -> None:

@@ -70,8 +70,11 @@ def context_values(
         text = _text(value)
         if text is None:
             missing.append(field)
+        elif len(text) > MAX_SCOPE_VALUE:  # its digest, marked as one in the type's place
+            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+            values.append((f"{_type_name(value)}#sha256", digest))
         else:
-            values.append((type(value).__name__, text))
+            values.append((_type_name(value), text))
     return missing or tuple(values)
 
 
@@ -92,15 +95,17 @@ def scope_key(
 
 
 def _text(value: object) -> str | None:
-    """``value`` as the text a key holds (hashed past ``MAX_SCOPE_VALUE`` characters); None
-    for None or a value whose ``str()`` fails."""
+    """``value`` as plain text; None for None or a value whose ``str()`` fails."""
     if value is None:
         return None
-    try:
+    try:  # (plain text: no method of a str subclass is called on it later)
         text = str.__str__(value) if isinstance(value, str) else str.__str__(str(value))
     except Exception:  # a hostile __str__, or one that returns no text
         return None
-    if len(text) > MAX_SCOPE_VALUE:
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        return f"sha256:{digest}"
     return text
+
+
+def _type_name(value: object) -> str:
+    """The name of ``value``'s type as plain text (a metaclass may give any object)."""
+    name = getattr(type(value), "__name__", None)
+    return str.__str__(name) if isinstance(name, str) else "object"
