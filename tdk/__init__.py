@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 #: Public name -> the module it lives in, imported on first use: ``import tdk.errors`` (or
 #: ``tdk.http``) loads nothing else of tdk, and neither the runner nor the HTTP hook is loaded
-#: to define or run a tool.
+#: to define or run a tool. Every other name of ``__all__`` is one of ``tdk.errors``.
 _LAZY: dict[str, str] = {
     "ToolContext": "tdk._context",
     "DEFAULT": "tdk._default",
@@ -71,40 +71,6 @@ _LAZY: dict[str, str] = {
     "Tool": "tdk._tool",
     "tool": "tdk._tool",
     "Toolkit": "tdk._toolkit",
-    **dict.fromkeys(
-        (
-            "ContextRequiredToolError",
-            "ErrorCategory",
-            "ErrorInfo",
-            "ErrorKind",
-            "FatalToolError",
-            "NetworkTransportError",
-            "RetryableToolError",
-            "ToolBulkheadFullError",
-            "ToolCancelledError",
-            "ToolCircuitOpenError",
-            "ToolDefinitionError",
-            "ToolError",
-            "ToolInputError",
-            "ToolInputSchemaError",
-            "ToolkitLoadError",
-            "ToolNotFoundError",
-            "ToolOutputError",
-            "ToolOutputSchemaError",
-            "ToolRateLimitedError",
-            "ToolRequirementError",
-            "ToolRuntimeError",
-            "ToolTimeoutError",
-            "UpstreamAuthError",
-            "UpstreamBadRequestError",
-            "UpstreamError",
-            "UpstreamNotFoundError",
-            "UpstreamRateLimitError",
-            "UpstreamServerError",
-            "UpstreamValidationError",
-        ),
-        "tdk.errors",
-    ),
     **dict.fromkeys(
         ("Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy", "ToolCall", "ToolRunner"),
         "tdk.runner",
@@ -123,7 +89,7 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
+    module = _LAZY.get(name) or ("tdk.errors" if name in __all__ else None)
     if module is None:
         raise AttributeError(f"module 'tdk' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -132,7 +98,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

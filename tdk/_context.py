@@ -226,3 +226,13 @@ class ToolContext:
             object.__setattr__(copy, "__dict__", dict(self.__dict__))
         object.__setattr__(copy, "idempotency_key", key)
         return copy
+
+
+#: The context of a call given none (each call gets a keyed copy of it).
+_NO_CONTEXT: Final = ToolContext()
+
+
+def context_of_call(context: ToolContext | None) -> ToolContext:
+    """The context a tool receives for one logical call: ``context`` (an empty one for None)
+    with an idempotency key, its own or a new one (see :meth:`ToolContext._keyed`)."""
+    return (context if context is not None else _NO_CONTEXT)._keyed()

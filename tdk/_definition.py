@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from tdk._context import ToolContext
+from tdk._context import ToolContext, context_of_call
 
 __all__ = [
     "DEFAULT_ANNOTATIONS",
@@ -102,10 +102,6 @@ class ToolDefinition(BaseModel):
     """Name of the toolkit the definition was listed by; None for a lone tool."""
 
 
-#: The context of a call given none (each call gets a keyed copy of it).
-_NO_CONTEXT: Final = ToolContext()
-
-
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """Everything execution needs on each call, computed once by ``@tool``.
@@ -171,5 +167,5 @@ class ToolSpec:
         for field_name, parameter in self.field_parameters:
             values[parameter] = values.pop(field_name)
         if self.context_parameter is not None:
-            values[self.context_parameter] = (context or _NO_CONTEXT)._keyed()
+            values[self.context_parameter] = context_of_call(context)
         return values

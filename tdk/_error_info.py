@@ -154,6 +154,8 @@ def _mapped_record(
 _NOT_TEXT: Final = frozenset({int, float, bool, type(None)})
 _MISSING: Final = object()
 #: ``(field, type, may be None)`` of what :func:`_read_tool_error` reads.
+#: The fields of ErrorInfo, in order: the keys of every record made for one.
+_INFO_FIELDS: Final = tuple(ErrorInfo.model_fields)
 _FIELDS: Final = (
     ("message", str, False),
     ("developer_message", str, True),
@@ -172,7 +174,8 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
     or the names of the fields that are missing or of the wrong type. Never raises: a tool
     may raise an error whose ``__init__`` skipped ``ToolError.__init__``, or whose fields were
     reassigned to anything."""
-    record: dict[str, Any] = {"error": type(exc).__name__}
+    record: dict[str, Any] = dict.fromkeys(_INFO_FIELDS)  # every field, in ErrorInfo's order
+    record["error"] = type(exc).__name__
     wrong = []
     for name, expected, optional in _FIELDS:
         try:
@@ -202,22 +205,8 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
         wrong.append("details")
     if wrong:
         return wrong
-    return {  # every field of ErrorInfo, in its order (cause and stacktrace: the caller's)
-        "error": record["error"],
-        "kind": record["kind"],
-        "category": record["kind"].category,
-        "message": record["message"],
-        "developer_message": record["developer_message"],
-        "retryable": record["retryable"],
-        "retry_after_ms": record["retry_after_ms"],
-        "status_code": record["status_code"],
-        "additional_prompt_content": record["additional_prompt_content"],
-        "tool_name": record["tool_name"],
-        "max_retry_attempts": record["max_retry_attempts"],
-        "details": record["details"],
-        "cause": None,
-        "stacktrace": None,
-    }
+    record["category"] = record["kind"].category  # (cause and stacktrace: the caller's)
+    return record
 
 
 def _redact_json(value: Any, secrets: Iterable[str]) -> Any:

@@ -26,7 +26,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from tdk._arguments import Arguments
-from tdk._context import ToolContext
+from tdk._context import ToolContext, context_of_call
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
 from tdk._exchanges import ANSWERED, pass_answers_on
@@ -78,8 +78,6 @@ _NEVER_REPEATED: Final = frozenset(
 )
 
 _RATE_LIMIT: Final = ErrorCategory.RATE_LIMIT
-#: The context of a call given none (a keyed copy of it goes to a tool that reads one).
-_NO_CONTEXT: Final = ToolContext()
 _OPEN: Final = CircuitState.OPEN
 _CLOSED: Final = CircuitState.CLOSED
 
@@ -283,12 +281,9 @@ class ToolRunner:
         return [d for d in definitions if not await self._circuit_refuses(d.name, context)]
 
     async def _circuit_refuses(self, name: str, context: ToolContext | None) -> bool:
-        plan = self._plans.get(name) or self._plans.get(name.lower())
+        plan = self._plans.get(name) or self._plans.get(name.lower()) or self._plan_or_none(name)
         if plan is None:
-            try:
-                plan = self._plan(name)
-            except ToolNotFoundError:
-                return False
+            return False
         breaker = plan.policies.circuit_breaker
         if breaker is None:
             return False
@@ -328,11 +323,11 @@ class ToolRunner:
         ``run_many()`` cancels every call still running and returns once all have stopped.
         """
         batch = [_unpack(call) for call in calls]
-        key = None if context is None else context.idempotency_key
-        contexts = [
-            context if key is None or context is None else context._with_key(f"{key}:{n}")
-            for n in range(len(batch))
-        ]
+        if context is None or context.idempotency_key is None:
+            contexts = [context] * len(batch)
+        else:  # a key of its own for each call
+            key = context.idempotency_key
+            contexts = [context._with_key(f"{key}:{n}") for n in range(len(batch))]
         async with asyncio.TaskGroup() as group:
             tasks = [
                 group.create_task(self.run(name, arguments, context=each, call_id=call_id))
@@ -368,7 +363,7 @@ class ToolRunner:
                 return found
             plan = found
         if plan.keyed:  # one idempotency key for every attempt of this call
-            context = (context or _NO_CONTEXT)._keyed()
+            context = context_of_call(context)
         policies = plan.policies
         deadline_at = None if policies.deadline is None else self._clock() + policies.deadline
         # The circuit: a closed circuit of this process answers without a change.
@@ -432,9 +427,8 @@ class ToolRunner:
         whose state is kept per formatted scope; or the refusal of an unknown tool or of a
         context that lacks a scope's fields."""
         if plan is None:
-            try:
-                plan = self._plan(name)
-            except ToolNotFoundError:
+            plan = self._plan_or_none(name)
+            if plan is None:
                 shown = shown_name(name, context)
                 unknown = self.toolkit._not_found(name, shown)
                 unknown.details["attempts"] = 0
@@ -657,9 +651,12 @@ class ToolRunner:
                 return wait
             await self._sleep(wait)
             waited += wait
-            if (circuit is not None and circuit.generation != generation) or (
-                await self._circuit_now_refuses(plan)
-            ):
+            changed = (
+                circuit.generation != generation  # in process: any transition since
+                if circuit is not None
+                else await self._circuit_now_refuses(plan)  # shared: whether it admits now
+            )
+            if changed:
                 return -1.0
             now = self._clock()
             wait = (
@@ -756,6 +753,13 @@ class ToolRunner:
             last, attempts, started, retry_stopped=reason, retry_wait_ms=wait_ms(wait)
         )
 
+    def _plan_or_none(self, name: str) -> _Plan | None:
+        """The plan of the tool called ``name``, made now; None if there is no such tool."""
+        try:
+            return self._plan(name)
+        except ToolNotFoundError:
+            return None
+
     def _plan(self, name: str) -> _Plan:
         """Resolve and remember the plan of the tool called ``name``."""
         tool = self.toolkit.get(name)
@@ -850,7 +854,6 @@ class ToolRunner:
                 scoped_by=((), ()),
                 scoped={},
                 by_context=False,
-                watched=plan.watched,
             )
             self._bind_state(found)
             policies = plan.policies
