@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0.dev0"
 
 if TYPE_CHECKING:
+    from tdk._call import ToolCall
     from tdk._context import ToolContext
     from tdk._default import DEFAULT, Default
     from tdk._define.problems import ProblemKind
@@ -55,12 +56,13 @@ if TYPE_CHECKING:
         parse_retry_after_ms,
         raise_for_upstream,
     )
-    from tdk.runner import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy, ToolCall, ToolRunner
+    from tdk.runner import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy, ToolRunner
 
 #: Public name -> the module it lives in, imported on first use: ``import tdk.errors`` (or
 #: ``tdk.http``) loads nothing else of tdk, and neither the runner nor the HTTP hook is loaded
 #: to define or run a tool. Every other name of ``__all__`` is one of ``tdk.errors``.
 _LAZY: dict[str, str] = {
+    "ToolCall": "tdk._call",
     "ToolContext": "tdk._context",
     "DEFAULT": "tdk._default",
     "Default": "tdk._default",
@@ -72,7 +74,7 @@ _LAZY: dict[str, str] = {
     "tool": "tdk._tool",
     "Toolkit": "tdk._toolkit",
     **dict.fromkeys(
-        ("Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy", "ToolCall", "ToolRunner"),
+        ("Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy", "ToolRunner"),
         "tdk.runner",
     ),
     **dict.fromkeys(

@@ -3,7 +3,8 @@
 ::
 
     tdk check tools/weather.py          # load the tools; report every problem of every tool
-    tdk schema tools/weather.py         # the definitions as JSON, as a host shows them
+    tdk schema tools/weather.py         # the definitions as JSON
+    tdk schema tools/weather.py --format openai-strict   # ... as a host's tools= takes them
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
 
 A target is a ``.py`` file or a package directory (``Toolkit.from_path``; a target ending in
@@ -23,6 +24,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, Final
 
 from tdk._loop import run_in_new_loop
 from tdk._tool import collect_definition_errors
@@ -119,10 +121,33 @@ def _check(toolkit: Toolkit) -> int:
     return 0
 
 
-def _schema(toolkit: Toolkit) -> int:
-    definitions = [d.model_dump(mode="json") for d in toolkit.definitions()]
-    print(json.dumps(definitions, indent=2))
+#: ``tdk schema --format``: each host format, as the ``tools=`` of its API takes it.
+SCHEMA_FORMATS: Final = ("json", "openai", "openai-strict", "responses", "anthropic", "mcp")
+
+
+def _schema(toolkit: Toolkit, form: str) -> int:
+    try:
+        shapes = _shapes(toolkit, form)
+    except ValueError as exc:  # a tool that cannot be strict
+        print(f"tdk schema: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(shapes, indent=2))
     return 0
+
+
+def _shapes(toolkit: Toolkit, form: str) -> list[dict[str, Any]]:
+    from tdk.hosts import anthropic, openai
+    from tdk.hosts._mcp_shape import mcp_tool
+
+    if form in ("openai", "openai-strict"):
+        return openai.tools(toolkit, strict=form == "openai-strict")
+    if form == "responses":
+        return openai.tools(toolkit, api="responses")
+    if form == "anthropic":
+        return anthropic.tools(toolkit)
+    if form == "mcp":
+        return [mcp_tool(definition) for definition in toolkit.definitions()]
+    return [d.model_dump(mode="json") for d in toolkit.definitions()]
 
 
 def _run(toolkit: Toolkit, name: str, arguments: str, stacktrace: bool) -> int:
@@ -141,6 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.add_argument("target", help="a .py file, a package directory or a dotted module")
     schema = commands.add_parser("schema", help="print the tool definitions as JSON")
     schema.add_argument("target", help="a .py file, a package directory or a dotted module")
+    schema.add_argument(
+        "--format",
+        choices=SCHEMA_FORMATS,
+        default="json",
+        help="json (the definitions, the default), or a host's tools: openai (chat), "
+        "openai-strict, responses, anthropic, mcp",
+    )
     run = commands.add_parser("run", help="run one call and print its ToolResult as JSON")
     run.add_argument("target", help="a .py file, a package directory or a dotted module")
     run.add_argument("tool", help="the tool's name (case-insensitive)")
@@ -173,7 +205,7 @@ def _command(options: argparse.Namespace) -> int:
     if options.command == "check":
         return _check(toolkit)
     if options.command == "schema":
-        return _schema(toolkit)
+        return _schema(toolkit, options.format)
     return _run(toolkit, options.tool, options.arguments, options.stacktrace)
 
 

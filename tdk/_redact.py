@@ -372,11 +372,17 @@ def redact_text(text: str, secrets: Iterable[str] = (), *, limit: int | None = N
         text = _redact_head(text, limit)
     else:
         text = _redact_positions_and_shapes(text)
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+    return encodable(text)
 
 
 #: A UTF-16 surrogate on its own, which no UTF-8 text can hold.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, so that it encodes as UTF-8 (the
+    same ``text`` when it holds none)."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 def _scrub_exact(text: str, secrets: Iterable[str]) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from tdk._model_text import error_text, value_text
 from tdk.errors import ErrorCategory, ErrorInfo, ErrorKind
 
 
@@ -61,3 +62,17 @@ class ToolResult(BaseModel):
         """A JSON-serialisable dict: ``tool``, ``call_id``, ``value``, ``error`` (its
         ``to_dict()`` or None), ``attempts``, ``duration_ms``."""
         return self.model_dump(mode="json")
+
+    def for_model(self) -> str:
+        """What the model reads of this result, as a host sends it back.
+
+        On success, the value as compact JSON text (a ``str`` value as it is). On failure, a
+        JSON object with ``kind``, ``message`` (the model-safe one) and, when set,
+        ``retry_after_ms`` and ``additional_prompt_content``::
+
+            {"kind":"UPSTREAM_RATE_LIMIT","message":"...","retry_after_ms":30000}
+
+        Never the ``developer_message``, ``details``, ``cause`` or ``stacktrace``.
+        """
+        error = self.error
+        return value_text(self.value) if error is None else error_text(error)

@@ -124,18 +124,27 @@ def test_only_the_tool_module_calls_into_the_definition_phase() -> None:
     assert callers == {"tdk._tool"}
 
 
+#: The verbs every host module of ``tdk.hosts`` offers, each meaning the same in every host
+#: (MISSION sections 9 and 10 name them).
+HOST_VERBS = frozenset({"tools", "calls", "results"})
+
+
 def test_no_two_modules_or_functions_share_a_name() -> None:
     """A name means one thing across the package: no two modules called the same, and no two
-    module-level functions (``@overload`` stubs aside)."""
+    module-level functions (``@overload`` stubs, and the host verbs of the public host
+    modules, aside)."""
     modules = [name.rpartition(".")[2] for name in MODULES if not name.endswith("__init__")]
     packages = {name for name in MODULES if MODULES[name].name == "__init__.py"}
     stems = [stem for stem, name in zip(modules, MODULES, strict=True) if name not in packages]
     assert sorted({s for s in stems if stems.count(s) > 1}) == []
     seen: dict[str, list[str]] = {}
     for name, path in MODULES.items():
+        host = name.startswith("tdk.hosts.") and not name.rpartition(".")[2].startswith("_")
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not any(
                 "overload" in ast.unparse(d) for d in node.decorator_list
             ):
+                if host and node.name in HOST_VERBS:
+                    continue
                 seen.setdefault(node.name, []).append(name)
     assert {f: m for f, m in seen.items() if len(m) > 1} == {}

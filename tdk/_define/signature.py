@@ -41,7 +41,13 @@ from tdk._define.problems import (
     type_text,
     type_trouble,
 )
-from tdk._define.schema import create_input_model, model_field_name, render_input_schema
+from tdk._define.schema import (
+    accepts_none,
+    create_input_model,
+    model_field_name,
+    null_means_default,
+    render_input_schema,
+)
 
 
 def resolve_hints(
@@ -316,9 +322,11 @@ class Parameters:
         advertised = self._advertised_name(name, strings, infos)
         description = strings[-1] if strings else None
         default_value = default  # the plain default, or ``parameter.empty``
+        factory: Any = None
         for info in infos:
             description = description or info.description
-            factory = info.default_factory
+            if info.default_factory is not None:
+                factory = info.default_factory
             if factory is not None and not callable(factory):
                 add(
                     ProblemKind.INVALID_DEFAULT_FACTORY,
@@ -346,6 +354,10 @@ class Parameters:
         if advertised != field_name:  # only renamed fields carry an alias (it costs memory)
             options["alias"] = advertised
         ours = Field(**options) if default is parameter.empty else Field(default, **options)
+        given = default_value is not parameter.empty or factory is not None
+        # (a default of None for a type without None is reported by the check of defaults)
+        if given and default_value is not None and not accepts_none(base):
+            kept.append(null_means_default(default_value, factory))
         # Our Field goes last so it wins over the user's; plain types need no Annotated.
         self.fields[field_name] = Annotated[(base, *kept, ours)] if kept else (base, ours)
         self.descriptions[advertised] = description

@@ -6,10 +6,11 @@ also importable from ``tdk``). Limiter and circuit state lives in a :class:`Stat
 default :class:`InMemoryStore` serves one process. See ``docs/runner.md``.
 """
 
+from tdk._call import ToolCall
 from tdk.runner._breaker import CircuitState
 from tdk.runner._config import Policies
 from tdk.runner._policies import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy
-from tdk.runner._runner import ToolCall, ToolRunner
+from tdk.runner._runner import ToolRunner
 from tdk.runner._stats import RunnerStats
 from tdk.runner._store import InMemoryStore, StateStore
 

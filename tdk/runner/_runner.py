@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict
-
 from tdk._arguments import Arguments
+from tdk._call import ToolCall
 from tdk._context import ToolContext, context_of_call
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
@@ -35,7 +34,14 @@ from tdk._result import ToolResult
 from tdk._threads import Job
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
-from tdk.errors import ErrorCategory, ErrorInfo, ErrorKind, ToolError, ToolNotFoundError
+from tdk.errors import (
+    ErrorCategory,
+    ErrorInfo,
+    ErrorKind,
+    ToolError,
+    ToolInputError,
+    ToolNotFoundError,
+)
 from tdk.runner._breaker import (
     NEUTRAL,
     Circuit,
@@ -83,23 +89,6 @@ _CLOSED: Final = CircuitState.CLOSED
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[object]]
-
-
-class ToolCall(BaseModel):
-    """One call for :meth:`ToolRunner.run_many`: a tool name, its arguments (a mapping or a
-    JSON object as text) and the caller's id for the call.
-
-    .. versionadded:: 0.1.0
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    """The tool to call (compared ignoring case)."""
-    arguments: dict[str, Any] | str | None = None
-    """The arguments, as the model sent them."""
-    call_id: str | None = None
-    """Echoed back in the result's ``call_id``."""
 
 
 @dataclass(slots=True)
@@ -330,8 +319,12 @@ class ToolRunner:
             contexts = [context._with_key(f"{key}:{n}") for n in range(len(batch))]
         async with asyncio.TaskGroup() as group:
             tasks = [
-                group.create_task(self.run(name, arguments, context=each, call_id=call_id))
-                for (name, arguments, call_id), each in zip(batch, contexts, strict=True)
+                group.create_task(
+                    self.run(call.name, call.arguments, context=each, call_id=call.call_id)
+                    if call.problem is None
+                    else _answer_malformed(call, each)
+                )
+                for call, each in zip(batch, contexts, strict=True)
             ]
         return [task.result() for task in tasks]
 
@@ -1074,9 +1067,16 @@ def _in_a_loop() -> bool:
     return True
 
 
-def _unpack(call: object) -> tuple[str, Arguments, str | None]:
+def _unpack(call: object) -> ToolCall:
     if isinstance(call, ToolCall):
-        return call.name, call.arguments, call.call_id
+        return call
     if isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], str):
-        return call[0], call[1], None
+        return ToolCall.model_construct(name=call[0], arguments=call[1], call_id=None, problem=None)
     raise TypeError(f"each call must be a ToolCall or a (name, arguments) pair, not {call!r}")
+
+
+async def _answer_malformed(call: ToolCall, context: ToolContext | None) -> ToolResult:
+    """The answer to a call a host could not read whole (see :attr:`ToolCall.problem`): bad
+    input, and the tool does not run."""
+    problem = ToolInputError(f"{call.problem} Fix the call and make it again.")
+    return _refused(shown_name(call.name, context), problem, context, call.call_id, perf_counter())

@@ -1,0 +1,44 @@
+"""What a model reads of a result (``ToolResult.for_model()``): the value, or what to do next.
+
+A success is the value as compact JSON text (a ``str`` value as it is). A failure is a JSON
+object with the error's ``kind`` and model-safe ``message`` and, when set, ``retry_after_ms``
+and ``additional_prompt_content``: what a model needs to choose its next step. Nothing meant
+for the developer (``developer_message``, ``details``, ``cause``, ``stacktrace``) is ever in
+it, and the texts get one more pass of redaction, for an ``ErrorInfo`` built by hand. Every
+text is valid UTF-8 (lone surrogates become U+FFFD), as an API request must be.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tdk._json_safe import json_safe
+from tdk._redact import encodable, redact_text
+from tdk.errors import ErrorInfo
+
+__all__ = ["error_text", "value_text"]
+
+
+def value_text(value: Any) -> str:
+    """The value as the model reads it: a ``str`` as it is, anything else as compact JSON
+    (one ``json.dumps``; a value that JSON cannot take, only possible in a result built by
+    hand, is first made JSON-safe)."""
+    if type(value) is str:
+        return encodable(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        text = json.dumps(json_safe(value), ensure_ascii=False, separators=(",", ":"))
+    return encodable(text)
+
+
+def error_text(error: ErrorInfo) -> str:
+    """The failure as the model reads it: ``{"kind", "message"}`` and, when set,
+    ``retry_after_ms`` and ``additional_prompt_content``."""
+    shown: dict[str, Any] = {"kind": error.kind.value, "message": redact_text(error.message)}
+    if error.retry_after_ms is not None:
+        shown["retry_after_ms"] = error.retry_after_ms
+    if error.additional_prompt_content:
+        shown["additional_prompt_content"] = redact_text(error.additional_prompt_content)
+    return json.dumps(shown, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,83 @@
+"""What a host adapter renders from: the definitions of a toolkit or of a list of tools.
+
+A toolkit's rendered tools are kept per toolkit and per format, and made again only when the
+toolkit has grown (tools are only ever added to a toolkit): a second ``tools()`` call costs a
+list copy. The dicts in the list are the cached ones; a caller that changes one copies it first.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeAlias
+
+from tdk._definition import ToolDefinition
+from tdk._tool import Tool
+from tdk._toolkit import Toolkit
+
+__all__ = ["Source", "description_of", "rendered"]
+
+#: What ``tools()`` takes: a toolkit, or any iterable of tools or definitions.
+Source: TypeAlias = Toolkit | Iterable[Tool[..., Any] | ToolDefinition]
+
+Render: TypeAlias = Callable[[ToolDefinition], dict[str, Any]]
+
+#: Toolkit -> format -> (the toolkit's size when rendered, the rendered tools).
+_RENDERED: weakref.WeakKeyDictionary[Toolkit, dict[Hashable, tuple[int, list[dict[str, Any]]]]]
+_RENDERED = weakref.WeakKeyDictionary()
+
+
+def rendered(source: Source, form: Hashable, render: Render) -> list[dict[str, Any]]:
+    """Each tool of ``source`` rendered by ``render``, in order (a toolkit's from its cache
+    under ``form``). ``render`` raises ``ValueError`` for a tool it cannot render; every such
+    tool is named in one ``ValueError``."""
+    if isinstance(source, Toolkit):
+        kept = _RENDERED.setdefault(source, {})
+        size, shapes = kept.get(form, (-1, []))
+        if size != len(source):
+            shapes = _render_all(source.definitions(), render)
+            kept[form] = (len(source), shapes)
+        return list(shapes)
+    return _render_all(_definitions(source), render)
+
+
+def _render_all(definitions: list[ToolDefinition], render: Render) -> list[dict[str, Any]]:
+    shapes, problems = [], []
+    for definition in definitions:
+        try:
+            shapes.append(render(definition))
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return shapes
+
+
+def _definitions(source: object) -> list[ToolDefinition]:
+    try:
+        items = list(source)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(
+            f"tools() takes a Toolkit or an iterable of tools, not {type(source).__name__}"
+        ) from None
+    definitions: list[ToolDefinition] = []
+    names: set[str] = set()
+    for item in items:
+        if isinstance(item, Tool):
+            definition = item.definition
+        elif isinstance(item, ToolDefinition):
+            definition = item
+        else:
+            raise TypeError(f"tools() takes tools or tool definitions, not {type(item).__name__}")
+        if definition.name in names:
+            raise ValueError(f"two tools are named '{definition.name}'; a host takes one")
+        names.add(definition.name)
+        definitions.append(definition)
+    return definitions
+
+
+def description_of(definition: ToolDefinition) -> str:
+    """The description a host shows: the tool's, and its deprecation when it has one."""
+    if definition.deprecation_message is None:
+        return definition.description
+    return f"{definition.description}\n\nDeprecated: {definition.deprecation_message}"
