@@ -7,11 +7,12 @@ invalid-arguments path about as cheap as a successful call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import InitErrorDetails, PydanticKnownError
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticKnownError
 from pydantic_core.core_schema import ErrorType
 
 from tdk._error_info import make_error_info
@@ -94,8 +95,43 @@ def validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseMode
     return validated
 
 
+#: Past this many problems, a failed validation is reported as it is, nulls included.
+_MAX_NULLS_CHECKED: Final = 64
+
+
+def without_null_defaults(
+    names: frozenset[str], arguments: Arguments, found: list[ErrorDetails]
+) -> dict[str, Any] | None:
+    """The arguments without each ``null`` that failed validation for a parameter with a
+    default (``names``: ``ToolSpec.null_defaults``), for validating again: such a null means
+    "not given". None when no such null failed (nothing to validate again).
+
+    Only failed calls get here: a call without such a null pays nothing for the rule.
+    """
+    if len(found) > _MAX_NULLS_CHECKED:
+        return None
+    failed = [location for error in found if (location := error["loc"]) and location[-1] in names]
+    if not failed:
+        return None
+    try:  # text that validated this far is a JSON object
+        given = cast(
+            Mapping[str, Any],
+            json.loads(arguments) if isinstance(arguments, str | bytes) else arguments,
+        )
+        nulls = {
+            key
+            for key, *nested in failed
+            if not nested and type(key) is str and key in given and given[key] is None
+        }
+        if not nulls:
+            return None
+        return {key: value for key, value in given.items() if value is not None or key not in nulls}
+    except Exception:  # pragma: no cover - defensive: read once already
+        return None
+
+
 def invalid_arguments(
-    exc: ValidationError, spec: ToolSpec, name: str, secrets: tuple[str, ...]
+    found: list[ErrorDetails], spec: ToolSpec, name: str, secrets: tuple[str, ...]
 ) -> ErrorInfo:
     """The error for arguments that did not validate: every field and what it expects.
 
@@ -105,13 +141,13 @@ def invalid_arguments(
     the value, is told as "is not valid". A field path is kept as it is only when it names a
     parameter; any other path may carry what the model sent (an unknown key, a key of a
     mapping), so it is redacted (and cut), as is every message but pydantic's fixed texts. At
-    most :data:`MAX_LISTED_PROBLEMS` problems are described; the message counts the rest. The
-    ``ValidationError`` itself is dropped: its text quotes the submitted values.
+    most :data:`MAX_LISTED_PROBLEMS` problems are described; the message counts the rest.
+    ``found`` is the ``ValidationError``'s ``errors()``; the error itself is dropped: its text
+    quotes the submitted values.
     """
     errors = []
     listed = []
     parameters = spec.parameter_names
-    found = exc.errors(include_url=False, include_input=False)
     for error in found if len(found) <= MAX_LISTED_PROBLEMS else found[:MAX_LISTED_PROBLEMS]:
         loc = error["loc"]
         if len(loc) == 1 and loc[0] in parameters:

@@ -133,6 +133,10 @@ class ToolSpec:
     field_parameters: tuple[tuple[str, str], ...] = ()
     """(model field, Python parameter) pairs for the few names pydantic cannot use as fields
     (``json``, ``schema``, ``_private``...); every other field is named like its parameter."""
+    null_defaults: frozenset[str] = frozenset()
+    """The advertised names of parameters that have a default and whose type takes no None:
+    a ``null`` sent for one means "not given" (strict mode sends ``null`` for every parameter
+    the model leaves out), and the default applies."""
     output_extra: Literal["forbid"] | None = None
     """``"forbid"`` to validate the return value refusing keys its models and dataclasses do
     not declare (see :func:`tdk._define.schema.output_extra`)."""

@@ -37,6 +37,7 @@ from tdk._arguments import (
     invalid_arguments,
     unreadable_arguments,
     validate_arguments,
+    without_null_defaults,
 )
 from tdk._context import ToolContext, secret_values
 from tdk._default import DEFAULT, Default
@@ -173,7 +174,12 @@ def _validated(
             return validated
         return validate_arguments(spec.input_model, arguments)
     except ValidationError as invalid:
-        return invalid_arguments(invalid, spec, name, secrets)
+        found = invalid.errors(include_url=False, include_input=False)
+        names = spec.null_defaults
+        given = without_null_defaults(names, arguments, found) if names else None
+        if given is None:
+            return invalid_arguments(found, spec, name, secrets)
+        return _validated(spec, name, given, secrets)  # (once: the nulls are gone)
     except Exception as unreadable:  # a mapping whose items cannot be read...
         return unreadable_arguments(unreadable, spec, name)
 

@@ -43,6 +43,12 @@ BENCH = Path(__file__).parent.parent / "bench"
             id="runner",
         ),
         pytest.param(
+            "bench_hosts.py",
+            ["--tools", "20", "--number", "20"],
+            ["oai.tools(), 20 tools, kept", "ant.tools()", "for_model()", "oai.results"],
+            id="hosts",
+        ),
+        pytest.param(
             "bench_define.py",
             ["--tools", "20", "--repeat", "1", "--imports", "1"],
             ["@tool", "Memory for 20 tools", "import tdk"],

@@ -42,3 +42,46 @@ def test_main_job_classifies_failures() -> None:
         assert f'"kind": "{kind}"' in done.stdout
     assert '"retry_after_ms": 30000' in done.stdout
     assert "sk-demo-do-not-leak" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("script", "lines"),
+    [
+        pytest.param(
+            "openai_loop.py",
+            [
+                'tool forecast (call_forecast): {"city":"Oslo","max_c":4}',
+                'tool headlines (call_news): {"kind":"UPSTREAM_RUNTIME_RATE_LIMIT",',
+                '"retry_after_ms":30000}',
+                "model: Tomorrow in Oslo: up to 4 °C. The news service is over its quota "
+                "(UPSTREAM_RUNTIME_RATE_LIMIT); I can fetch the headlines in 30 s.",
+            ],
+            id="openai",
+        ),
+        pytest.param(
+            "anthropic_loop.py",
+            [
+                'tool get_order (toolu_order): {"order":"A-1001","status":"shipped",',
+                'tool track_shipment (toolu_track): {"kind":"UPSTREAM_RUNTIME_RATE_LIMIT",',
+                '"retry_after_ms":20000}',
+                "model: Order A-1001 is shipped. The carrier's tracking is busy "
+                "(UPSTREAM_RUNTIME_RATE_LIMIT); ask me again in 20 s.",
+            ],
+            id="anthropic",
+        ),
+    ],
+)
+def test_agent_loop_runs_to_the_models_answer(script: str, lines: list[str]) -> None:
+    """Each host's loop, on the official SDK client and a fake of its API: two tools in
+    parallel, one rate limited; the model gets both answers (the fake refuses a turn with an
+    unanswered call) and answers from them."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES[0].parent / script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    for line in lines:
+        assert line in done.stdout
+    assert "sk-" not in done.stdout

@@ -146,6 +146,7 @@ def define_tool(
         timeout=timeout,
         renames=_renames(inputs.advertised),
         field_parameters=tuple(inputs.field_parameters),
+        null_defaults=frozenset(inputs.null_defaults),
         output_extra=output_extra(output_schema),
         output_numbers=(
             may_hold_numbers(output_schema) or core_may_hold_numbers(adapter.core_schema)

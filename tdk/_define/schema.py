@@ -16,15 +16,7 @@ from collections.abc import Mapping
 from copy import deepcopy
 from typing import Annotated, Any, Final, Literal, Union, cast, get_args, get_origin
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    PydanticUserError,
-    TypeAdapter,
-    ValidationError,
-    WrapValidator,
-    create_model,
-)
+from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
 from pydantic.json_schema import (
     GenerateJsonSchema,
     JsonSchemaMode,
@@ -70,23 +62,6 @@ def accepts_none(hint: Any) -> bool:
     if origin is Union or origin is types.UnionType:
         return any(accepts_none(member) for member in get_args(hint))
     return origin is Literal and None in get_args(hint)
-
-
-def null_means_default(default: Any, factory: Any) -> WrapValidator:
-    """A validator for a parameter with a default that does not admit None: a ``null`` from
-    the model means "not given", and the default applies (strict mode sends every parameter,
-    ``null`` for those the model leaves out). ``factory`` is the ``default_factory`` or None.
-    A type that does admit None after all (a custom one) keeps its None."""
-
-    def validate(value: Any, handler: Any) -> Any:
-        if value is not None:
-            return handler(value)
-        try:
-            return handler(value)
-        except ValidationError:
-            return factory() if factory is not None else deepcopy(default)
-
-    return WrapValidator(validate)
 
 
 def render_input_schema(model: type[BaseModel], descriptions: Mapping[str, str]) -> dict[str, Any]:

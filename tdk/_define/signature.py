@@ -45,7 +45,6 @@ from tdk._define.schema import (
     accepts_none,
     create_input_model,
     model_field_name,
-    null_means_default,
     render_input_schema,
 )
 
@@ -210,6 +209,9 @@ class Parameters:
         self.field_parameters: list[tuple[str, str]] = []
         self.defaults: dict[str, Any] = {}
         """advertised name -> plain default, validated once the model exists."""
+        self.null_defaults: set[str] = set()
+        """The advertised names of parameters with a default whose type takes no None: a
+        ``null`` for one of them means "not given"."""
         self.descriptions: dict[str, str] = {}
         """advertised name -> description."""
         self.taken: set[str] = set()
@@ -357,7 +359,7 @@ class Parameters:
         given = default_value is not parameter.empty or factory is not None
         # (a default of None for a type without None is reported by the check of defaults)
         if given and default_value is not None and not accepts_none(base):
-            kept.append(null_means_default(default_value, factory))
+            self.null_defaults.add(advertised)
         # Our Field goes last so it wins over the user's; plain types need no Annotated.
         self.fields[field_name] = Annotated[(base, *kept, ours)] if kept else (base, ours)
         self.descriptions[advertised] = description
