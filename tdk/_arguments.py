@@ -95,10 +95,6 @@ def validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseMode
     return validated
 
 
-#: Past this many problems, a failed validation is reported as it is, nulls included.
-_MAX_NULLS_CHECKED: Final = 64
-
-
 def without_null_defaults(
     names: frozenset[str], arguments: Arguments, found: list[ErrorDetails]
 ) -> dict[str, Any] | None:
@@ -108,21 +104,15 @@ def without_null_defaults(
 
     Only failed calls get here: a call without such a null pays nothing for the rule.
     """
-    if len(found) > _MAX_NULLS_CHECKED:
-        return None
-    failed = [location for error in found if (location := error["loc"]) and location[-1] in names]
-    if not failed:
+    failed = {location[0] for error in found if (location := error["loc"]) and location[0] in names}
+    if not failed:  # (a union reports a null once per member, at ``(name, member)``)
         return None
     try:  # text that validated this far is a JSON object
         given = cast(
             Mapping[str, Any],
             json.loads(arguments) if isinstance(arguments, str | bytes) else arguments,
         )
-        nulls = {
-            key
-            for key, *nested in failed
-            if not nested and type(key) is str and key in given and given[key] is None
-        }
+        nulls = {key for key in failed if type(key) is str and key in given and given[key] is None}
         if not nulls:
             return None
         return {key: value for key, value in given.items() if value is not None or key not in nulls}

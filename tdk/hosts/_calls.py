@@ -40,14 +40,16 @@ def items_of(source: Any, what: str) -> list[Any]:
     raise TypeError(f"calls() takes {what}, not {type(source).__name__}")
 
 
-def tool_call(name: Any, arguments: Any, call_id: Any) -> ToolCall:
-    """A call from the pieces a host sent, each of any type: see the module docstring."""
+def tool_call(name: Any, arguments: Any, call_id: Any, *, text: bool) -> ToolCall:
+    """A call from the pieces a host sent, each of any type: see the module docstring.
+    ``text``: whether the host sends arguments as JSON text (OpenAI) rather than as an
+    object (Anthropic)."""
     problem = None
     if type(call_id) is not str or not call_id:
         call_id, problem = "", _NO_ID
     if type(name) is not str or not name:
         name, problem = "", problem or _NO_NAME
-    if arguments is not None and type(arguments) is not str and type(arguments) is not dict:
+    if not (arguments is None or isinstance(arguments, dict) or (text and type(arguments) is str)):
         arguments, problem = None, problem or _BAD_ARGUMENTS
     return ToolCall.model_construct(
         name=name, arguments=arguments, call_id=call_id, problem=problem

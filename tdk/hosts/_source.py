@@ -8,7 +8,7 @@ list copy. The dicts in the list are the cached ones; a caller that changes one 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from tdk._definition import ToolDefinition
@@ -49,17 +49,20 @@ def _render_all(definitions: list[ToolDefinition], render: Render) -> list[dict[
         except ValueError as exc:
             problems.append(str(exc))
     if problems:
-        raise ValueError("; ".join(problems))
+        raise ValueError("\n".join(problems))
     return shapes
 
 
 def _definitions(source: object) -> list[ToolDefinition]:
+    refused = TypeError(
+        f"tools() takes a Toolkit or an iterable of tools, not {type(source).__name__}"
+    )
+    if isinstance(source, str | bytes | Mapping):  # iterable, but of no tools
+        raise refused
     try:
         items = list(source)  # type: ignore[call-overload]
     except TypeError:
-        raise TypeError(
-            f"tools() takes a Toolkit or an iterable of tools, not {type(source).__name__}"
-        ) from None
+        raise refused from None
     definitions: list[ToolDefinition] = []
     names: set[str] = set()
     for item in items:

@@ -73,13 +73,12 @@ def strict_schema(definition: ToolDefinition) -> dict[str, Any]:
         }
     if problems:
         raise ValueError(f"tool '{definition.name}' cannot be strict: {'; '.join(problems)}")
-    return schema
+    return deepcopy(schema)  # nothing shared with the definition
 
 
 def _node(node: Any, where: str, problems: list[str]) -> dict[str, Any]:
     """``node`` rewritten (a new dict), adding a problem for what strict mode cannot take."""
-    nested = any(mark in where for mark in ".[$")
-    place = f"'{where}'" if nested else f"parameter '{where}'" if where else "the parameters"
+    place = _place(where)
     if type(node) is not dict:
         problems.append(f"{place} takes any value (a schema of {node!r})")
         return {}
@@ -118,6 +117,16 @@ def _node(node: Any, where: str, problems: list[str]) -> dict[str, Any]:
     if node.get("type") == "object" or "properties" in node:
         _closed_object(node, strict, where, place, problems)
     return strict
+
+
+def _place(where: str) -> str:
+    """``where`` (``days``, ``filters.tags[]``, ``$defs.Address.zip``) as a problem names it."""
+    if where.startswith("$defs."):
+        model, _, inner = where.removeprefix("$defs.").partition(".")
+        return f"'{inner}' of model '{model}'" if inner else f"model '{model}'"
+    if not where:
+        return "the parameters"
+    return f"'{where}'" if any(mark in where for mark in ".[") else f"parameter '{where}'"
 
 
 def _closed_object(

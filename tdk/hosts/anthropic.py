@@ -54,7 +54,7 @@ def calls(message: Any) -> list[ToolCall]:
             )
         blocks = [] if isinstance(content, str) else items_of(content, "a Message's content")
     return [
-        tool_call(member(block, "name"), member(block, "input"), member(block, "id"))
+        tool_call(member(block, "name"), member(block, "input"), member(block, "id"), text=False)
         for block in blocks
         if member(block, "type") == "tool_use"
     ]

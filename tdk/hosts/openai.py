@@ -70,13 +70,21 @@ def calls(message_or_response: Any) -> list[ToolCall]:
         kind = member(item, "type")
         if kind == "function_call":  # Responses
             found.append(
-                tool_call(member(item, "name"), member(item, "arguments"), member(item, "call_id"))
+                tool_call(
+                    member(item, "name"),
+                    member(item, "arguments"),
+                    member(item, "call_id"),
+                    text=True,
+                )
             )
         elif kind == "function" or (kind is None and member(item, "function") is not None):
             function = member(item, "function")
             found.append(
                 tool_call(
-                    member(function, "name"), member(function, "arguments"), member(item, "id")
+                    member(function, "name"),
+                    member(function, "arguments"),
+                    member(item, "id"),
+                    text=True,
                 )
             )
     return found
