@@ -7,12 +7,12 @@ invalid-arguments path about as cheap as a successful call.
 
 from __future__ import annotations
 
-import json
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails, InitErrorDetails, PydanticKnownError
+from pydantic import BaseModel, ValidationError, create_model, field_validator
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticKnownError, PydanticUseDefault
 from pydantic_core.core_schema import ErrorType
 
 from tdk._error_info import make_error_info
@@ -95,29 +95,43 @@ def validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseMode
     return validated
 
 
-def without_null_defaults(
-    names: frozenset[str], arguments: Arguments, found: list[ErrorDetails]
-) -> dict[str, Any] | None:
-    """The arguments without each ``null`` that failed validation for a parameter with a
-    default (``names``: ``ToolSpec.null_defaults``), for validating again: such a null means
-    "not given". None when no such null failed (nothing to validate again).
+def null_failed(names: frozenset[str], found: list[ErrorDetails]) -> bool:
+    """Whether validation failed on an argument of ``names`` (``ToolSpec.null_defaults``):
+    it may have been a ``null`` meaning "not given" (a union reports one failure per member,
+    at ``(name, member)``)."""
+    return any((location := error["loc"]) and location[0] in names for error in found)
 
-    Only failed calls get here: a call without such a null pays nothing for the rule.
-    """
-    failed = {location[0] for error in found if (location := error["loc"]) and location[0] in names}
-    if not failed:  # (a union reports a null once per member, at ``(name, member)``)
-        return None
-    try:  # text that validated this far is a JSON object
-        given = cast(
-            Mapping[str, Any],
-            json.loads(arguments) if isinstance(arguments, str | bytes) else arguments,
-        )
-        nulls = {key for key in failed if type(key) is str and key in given and given[key] is None}
-        if not nulls:
-            return None
-        return {key: value for key, value in given.items() if value is not None or key not in nulls}
-    except Exception:  # pragma: no cover - defensive: read once already
-        return None
+
+def validate_with_null_defaults(
+    model: type[BaseModel], names: frozenset[str], arguments: Arguments
+) -> BaseModel:
+    """``arguments`` validated again, in the same mode (JSON text as JSON), by a variant of
+    ``model`` in which a ``null`` for one of ``names`` means "not given": the default
+    applies. The variant is made on the first call that needs it (most tools never do)."""
+    variant = _NULL_DEFAULT_MODELS.get(model)
+    if variant is None:
+        fields = [
+            field for field, info in model.model_fields.items() if (info.alias or field) in names
+        ]
+        rule = field_validator(*fields, mode="before")(_null_means_default)
+        variant = create_model(model.__name__, __base__=model, __validators__={"null": rule})
+        _NULL_DEFAULT_MODELS[model] = variant
+    if type(arguments) is dict:
+        validated: BaseModel = variant.__pydantic_validator__.validate_python(arguments)
+        return validated
+    return validate_arguments(variant, arguments)
+
+
+#: Input model -> its variant where a null means the default (see above).
+_NULL_DEFAULT_MODELS: weakref.WeakKeyDictionary[type[BaseModel], type[BaseModel]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _null_means_default(value: Any) -> Any:
+    if value is None:
+        raise PydanticUseDefault
+    return value
 
 
 def invalid_arguments(

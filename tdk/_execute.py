@@ -35,9 +35,10 @@ from pydantic_core import to_json
 from tdk._arguments import (
     Arguments,
     invalid_arguments,
+    null_failed,
     unreadable_arguments,
     validate_arguments,
-    without_null_defaults,
+    validate_with_null_defaults,
 )
 from tdk._context import ToolContext, secret_values
 from tdk._default import DEFAULT, Default
@@ -175,13 +176,17 @@ def _validated(
         return validate_arguments(spec.input_model, arguments)
     except ValidationError as invalid:
         found = invalid.errors(include_url=False, include_input=False)
-        names = spec.null_defaults
-        given = without_null_defaults(names, arguments, found) if names else None
-        if given is None:
-            return invalid_arguments(found, spec, name, secrets)
-        return _validated(spec, name, given, secrets)  # (once: the nulls are gone)
     except Exception as unreadable:  # a mapping whose items cannot be read...
         return unreadable_arguments(unreadable, spec, name)
+    names = spec.null_defaults
+    if names and null_failed(names, found):
+        try:  # a null may have meant "not given"
+            return validate_with_null_defaults(spec.input_model, names, arguments)
+        except ValidationError as invalid:
+            found = invalid.errors(include_url=False, include_input=False)
+        except Exception as unreadable:  # (read again: it may fail this time)
+            return unreadable_arguments(unreadable, spec, name)
+    return invalid_arguments(found, spec, name, secrets)
 
 
 def _checked_output(spec: ToolSpec, value: object) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tdk._json_safe import json_safe
 from tdk._redact import encodable, redact_text
-from tdk.errors import ErrorInfo
+from tdk.errors import MAX_SAFE_INT, ErrorInfo
 
 __all__ = ["error_text", "value_text"]
 
@@ -28,7 +28,7 @@ def value_text(value: Any) -> str:
         return encodable(value)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):
+    except Exception:  # only in a result built by hand: a value JSON cannot take as it is
         text = json.dumps(json_safe(value), ensure_ascii=False, separators=(",", ":"))
     return encodable(text)
 
@@ -37,8 +37,8 @@ def error_text(error: ErrorInfo) -> str:
     """The failure as the model reads it: ``{"kind", "message"}`` and, when set,
     ``retry_after_ms`` and ``additional_prompt_content``."""
     shown: dict[str, Any] = {"kind": error.kind.value, "message": redact_text(error.message)}
-    if error.retry_after_ms is not None:
-        shown["retry_after_ms"] = error.retry_after_ms
+    if error.retry_after_ms is not None:  # (bounded: an ErrorInfo built by hand may hold any)
+        shown["retry_after_ms"] = min(error.retry_after_ms, MAX_SAFE_INT)
     if error.additional_prompt_content:
         shown["additional_prompt_content"] = redact_text(error.additional_prompt_content)
     return json.dumps(shown, ensure_ascii=False, separators=(",", ":"))

@@ -15,7 +15,7 @@ import importlib.util
 import os
 import pkgutil
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from pathlib import Path
 from time import perf_counter
 from types import ModuleType
@@ -73,6 +73,8 @@ class Toolkit:
         self.include_stacktrace = include_stacktrace
         """Whether results of :meth:`run` carry the redacted stack trace of a failure."""
         self._tools: dict[str, AnyTool] = {}
+        self._host_shapes: dict[Hashable, tuple[int, list[Any]]] = {}
+        """The tools rendered by ``tdk.hosts``, per format: (how many were rendered, shapes)."""
         for item in tools:
             self.add(item)
 
@@ -169,7 +171,9 @@ class Toolkit:
         return [item.definition.model_copy(update={"toolkit": self.name}) for item in self]
 
     def __iter__(self) -> Iterator[AnyTool]:
-        return iter(self._tools.values())
+        # A snapshot (one C-level copy): a tool added meanwhile, from another thread, cannot
+        # break an iteration in progress.
+        return iter(list(self._tools.values()))
 
     def __len__(self) -> int:
         return len(self._tools)

@@ -484,14 +484,30 @@ def test_two_tools_with_one_name_are_refused() -> None:
         pytest.param(object(), id="object"),
         pytest.param({}, id="empty_dict"),
         pytest.param({"type": "tool_use", "id": "t", "name": "x"}, id="a_lone_block"),
-        pytest.param({"role": "assistant", "content": {"type": "text"}}, id="content_a_dict"),
-        pytest.param({"content": 5}, id="content_an_int"),
     ],
 )
 def test_calls_refuse_what_is_not_a_message(source: Any) -> None:
     """calls() raises TypeError for what is neither a message nor its content."""
     with pytest.raises(TypeError, match=r"calls\(\) takes"):
         ant.calls(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param({"role": "assistant", "content": {"type": "text"}}, [], id="content_a_dict"),
+        pytest.param({"content": 5}, [], id="content_an_int"),
+        pytest.param(
+            {"role": "assistant", "content": {"type": "tool_use", "id": "t1", "name": "x"}},
+            [("x", "t1")],
+            id="content_a_single_block",
+        ),
+    ],
+)
+def test_malformed_content_is_read_not_raised(source: Any, expected: list[tuple[str, str]]) -> None:
+    """The SDK builds messages without validating them: content of the wrong type is read as
+    one block or none."""
+    assert [(c.name, c.call_id) for c in ant.calls(source)] == expected
 
 
 # -- The real SDK client -----------------------------------------------------------------------

@@ -919,15 +919,51 @@ def test_tools_refuse_what_is_not_tools(source: Any) -> None:
         pytest.param("", id="empty_str"),
         pytest.param(object(), id="object"),
         pytest.param({"content": "hi"}, id="dict_without_role"),
-        pytest.param({"choices": "x"}, id="choices_not_a_list"),
-        pytest.param({"output": {"type": "function_call"}}, id="output_not_a_list"),
-        pytest.param({"role": "assistant", "tool_calls": "x"}, id="tool_calls_not_a_list"),
     ],
 )
 def test_calls_refuse_what_is_not_a_message(source: Any) -> None:
     """calls() raises TypeError for what is no completion, message, response or list."""
     with pytest.raises(TypeError, match=r"calls\(\) takes"):
         oai.calls(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param({"choices": "x"}, [], id="choices_not_a_list"),
+        pytest.param({"choices": [{"message": 5}]}, [], id="message_not_an_object"),
+        pytest.param(
+            {"output": {"type": "function_call", "call_id": "c1", "name": "t", "arguments": "{}"}},
+            [("t", "c1", None)],
+            id="output_a_single_item",
+        ),
+        pytest.param({"output": 5}, [], id="output_an_int"),
+        pytest.param(
+            {"role": "assistant", "tool_calls": "x"},
+            [("", "", "The call has no id, so its answer could not be matched to it.")],
+            id="tool_calls_a_str",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c2", "type": "custom", "custom": {"name": "t"}}],
+            },
+            [("", "c2", "The call is not a function call; only function tools run here.")],
+            id="a_custom_tool_call",
+        ),
+        pytest.param(
+            [{"type": "message", "id": "msg_1"}, {"type": "reasoning", "id": "rs_1"}],
+            [],
+            id="output_items_that_are_no_calls",
+        ),
+    ],
+)
+def test_malformed_parts_of_a_message_are_read_not_raised(
+    source: Any, expected: list[tuple[str, str, str | None]]
+) -> None:
+    """The SDKs build responses without validating them: a part of the wrong type is read
+    as one item or none, and every entry of ``tool_calls`` gets a call to answer."""
+    assert [(c.name, c.call_id, c.problem) for c in oai.calls(source)] == expected
 
 
 def test_bad_options_are_refused() -> None:

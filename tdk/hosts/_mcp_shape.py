@@ -8,6 +8,7 @@ annotations are the tool's side-effect marks under MCP's names.
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any
 
 from tdk._definition import ToolDefinition
@@ -36,15 +37,17 @@ def mcp_tool(definition: ToolDefinition) -> dict[str, Any]:
             wrapped["$defs"] = output["$defs"]
         output = wrapped
     marks = definition.annotations
-    return {
-        "name": definition.name,
-        "description": description_of(definition),
-        "inputSchema": definition.input_schema,
-        "outputSchema": output,
-        "annotations": {
-            "readOnlyHint": marks.read_only,
-            "destructiveHint": marks.destructive,
-            "idempotentHint": marks.idempotent,
-            "openWorldHint": marks.open_world,
-        },
-    }
+    return deepcopy(
+        {
+            "name": definition.name,
+            "description": description_of(definition),
+            "inputSchema": definition.input_schema,
+            "outputSchema": output,
+            "annotations": {
+                "readOnlyHint": marks.read_only,
+                "destructiveHint": marks.destructive,
+                "idempotentHint": marks.idempotent,
+                "openWorldHint": marks.open_world,
+            },
+        }
+    )  # nothing shared with the definition

@@ -2,12 +2,13 @@
 
 A toolkit's rendered tools are kept per toolkit and per format, and made again only when the
 toolkit has grown (tools are only ever added to a toolkit): a second ``tools()`` call costs a
-list copy. The dicts in the list are the cached ones; a caller that changes one copies it first.
+list copy. Rendering copies the schemas, so that nothing done to a rendered tool reaches the
+definition; the dicts in the list are the kept ones, so that a change to one is seen by the
+toolkit's next ``tools()`` list of that format (replace one rather than change it).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeAlias
 
@@ -20,28 +21,28 @@ __all__ = ["Source", "description_of", "rendered"]
 #: What ``tools()`` takes: a toolkit, or any iterable of tools or definitions.
 Source: TypeAlias = Toolkit | Iterable[Tool[..., Any] | ToolDefinition]
 
-Render: TypeAlias = Callable[[ToolDefinition], dict[str, Any]]
-
-#: Toolkit -> format -> (the toolkit's size when rendered, the rendered tools).
-_RENDERED: weakref.WeakKeyDictionary[Toolkit, dict[Hashable, tuple[int, list[dict[str, Any]]]]]
-_RENDERED = weakref.WeakKeyDictionary()
+Render: TypeAlias = Callable[[ToolDefinition], Any]
 
 
-def rendered(source: Source, form: Hashable, render: Render) -> list[dict[str, Any]]:
-    """Each tool of ``source`` rendered by ``render``, in order (a toolkit's from its cache
-    under ``form``). ``render`` raises ``ValueError`` for a tool it cannot render; every such
-    tool is named in one ``ValueError``."""
+def rendered(source: Source, form: Hashable, render: Render) -> list[Any]:
+    """Each tool of ``source`` rendered by ``render``, in order (a toolkit's kept on the
+    toolkit under ``form``, by identity, until tools are added). ``render`` raises
+    ``ValueError`` for a tool it cannot render; every such tool is named in one
+    ``ValueError``."""
     if isinstance(source, Toolkit):
-        kept = _RENDERED.setdefault(source, {})
+        kept = source._host_shapes
         size, shapes = kept.get(form, (-1, []))
         if size != len(source):
-            shapes = _render_all(source.definitions(), render)
-            kept[form] = (len(source), shapes)
+            # Counted from the snapshot rendered: a tool added meanwhile (another thread)
+            # is rendered by the next call.
+            definitions = source.definitions()
+            shapes = _render_all(definitions, render)
+            kept[form] = (len(definitions), shapes)
         return list(shapes)
     return _render_all(_definitions(source), render)
 
 
-def _render_all(definitions: list[ToolDefinition], render: Render) -> list[dict[str, Any]]:
+def _render_all(definitions: list[ToolDefinition], render: Render) -> list[Any]:
     shapes, problems = [], []
     for definition in definitions:
         try:

@@ -59,6 +59,17 @@ _SHAPING: Final = ("type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const")
 def strict_schema(definition: ToolDefinition) -> dict[str, Any]:
     """The tool's input schema as strict mode takes it (a new dict), or ``ValueError`` naming
     the tool and each place that cannot be strict."""
+    try:
+        return _strict_schema(definition)
+    except (TypeError, AttributeError, KeyError, RecursionError) as unreadable:
+        # A schema bent by json_schema_extra or WithJsonSchema into a shape of no JSON Schema
+        raise ValueError(
+            f"tool '{definition.name}' cannot be strict: its input schema is not one tdk can "
+            f"read ({type(unreadable).__name__})"
+        ) from None
+
+
+def _strict_schema(definition: ToolDefinition) -> dict[str, Any]:
     source = definition.input_schema
     problems: list[str] = []
     optional = set(source.get("properties", {})) - set(source.get("required", ()))

@@ -17,12 +17,21 @@ Nothing here imports the ``anthropic`` package.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from copy import deepcopy
 from typing import Any
 
 from tdk._call import ToolCall
 from tdk._definition import ToolDefinition
 from tdk._result import ToolResult
-from tdk.hosts._calls import answered_id, items_of, member, results_of, tool_call
+from tdk.hosts._calls import (
+    answered_id,
+    items_of,
+    member,
+    results_of,
+    text_member,
+    tool_call,
+    unknown_call,
+)
 from tdk.hosts._source import Source, description_of, rendered
 
 __all__ = ["calls", "results", "tools"]
@@ -45,19 +54,27 @@ def calls(message: Any) -> list[ToolCall]:
     ``TypeError`` for something that is neither a message nor a content list.
     """
     if isinstance(message, list | tuple) or message is None:
-        blocks = items_of(message, "")
+        blocks = items_of(message)
     else:
         content = member(message, "content")
         if content is None and member(message, "role") is None:
             raise TypeError(
                 f"calls() takes a Message or its content list, not {type(message).__name__}"
             )
-        blocks = [] if isinstance(content, str) else items_of(content, "a Message's content")
-    return [
-        tool_call(member(block, "name"), member(block, "input"), member(block, "id"), text=False)
-        for block in blocks
-        if member(block, "type") == "tool_use"
-    ]
+        blocks = [] if isinstance(content, str) else items_of(content)
+    found: list[ToolCall] = []
+    for block in blocks:
+        if text_member(block, "type") != "tool_use":
+            continue
+        try:
+            found.append(
+                tool_call(
+                    member(block, "name"), member(block, "input"), member(block, "id"), text=False
+                )
+            )
+        except Exception:  # parts that cannot even be type-checked (an object that lies)
+            found.append(unknown_call(block))
+    return found
 
 
 def results(results: Iterable[ToolResult]) -> list[dict[str, Any]]:
@@ -82,5 +99,5 @@ def _tool(definition: ToolDefinition) -> dict[str, Any]:
     return {
         "name": definition.name,
         "description": description_of(definition),
-        "input_schema": definition.input_schema,
+        "input_schema": deepcopy(definition.input_schema),
     }

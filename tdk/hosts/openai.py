@@ -20,12 +20,21 @@ items for ``input=``). ``strict=True`` makes each tool's schema one that strict 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from copy import deepcopy
 from typing import Any, Literal
 
 from tdk._call import ToolCall
 from tdk._definition import ToolDefinition
 from tdk._result import ToolResult
-from tdk.hosts._calls import answered_id, items_of, member, results_of, tool_call
+from tdk.hosts._calls import (
+    answered_id,
+    items_of,
+    member,
+    results_of,
+    text_member,
+    tool_call,
+    unknown_call,
+)
 from tdk.hosts._source import Source, description_of, rendered
 from tdk.hosts._strict import strict_schema
 
@@ -63,30 +72,22 @@ def calls(message_or_response: Any) -> list[ToolCall]:
 
     Never raises for a call the model got wrong: a call without an id or a name is answered
     as bad input, arguments that are not JSON stay text and are answered as bad input, an
-    unknown tool as ``TOOL_NOT_FOUND``. ``TypeError`` for something that is none of the above.
+    unknown tool as ``TOOL_NOT_FOUND``; an entry of a message's ``tool_calls`` that is not a
+    function call (a custom tool's) is answered as bad input too. Items of a Responses output
+    that are not ``function_call`` items (messages, reasoning) are not calls. ``TypeError``
+    for something that is none of the above.
     """
+    items, every = _items(message_or_response)
     found: list[ToolCall] = []
-    for item in _items(message_or_response):
-        kind = member(item, "type")
-        if kind == "function_call":  # Responses
-            found.append(
-                tool_call(
-                    member(item, "name"),
-                    member(item, "arguments"),
-                    member(item, "call_id"),
-                    text=True,
-                )
-            )
-        elif kind == "function" or (kind is None and member(item, "function") is not None):
-            function = member(item, "function")
-            found.append(
-                tool_call(
-                    member(function, "name"),
-                    member(function, "arguments"),
-                    member(item, "id"),
-                    text=True,
-                )
-            )
+    for item in items:
+        try:
+            call = _call_of(item)
+        except Exception:  # parts that cannot even be type-checked (an object that lies)
+            call = None
+        if call is not None:
+            found.append(call)
+        elif every:  # an entry of ``tool_calls``: a call all the same, and it needs an answer
+            found.append(unknown_call(item))
     return found
 
 
@@ -113,22 +114,37 @@ def results(results: Iterable[ToolResult], *, api: Api = "chat") -> list[dict[st
     ]
 
 
-def _items(source: Any) -> list[Any]:
-    """The items that may be tool calls: a chat message's ``tool_calls``, a Responses
-    ``output``, or the list given."""
+def _call_of(item: Any) -> ToolCall | None:
+    """The function call ``item`` is (a chat tool call or a Responses ``function_call``), or
+    None."""
+    kind = text_member(item, "type")
+    if kind == "function_call":  # Responses
+        return tool_call(
+            member(item, "name"), member(item, "arguments"), member(item, "call_id"), text=True
+        )
+    function = member(item, "function")
+    if kind == "function" or (kind is None and function is not None):  # chat
+        return tool_call(
+            member(function, "name"), member(function, "arguments"), member(item, "id"), text=True
+        )
+    return None
+
+
+def _items(source: Any) -> tuple[list[Any], bool]:
+    """The items that may be tool calls, and whether every one of them is a call (a chat
+    message's ``tool_calls``) rather than only its function calls (a Responses output)."""
     if isinstance(source, list | tuple) or source is None:
-        return items_of(source, "")
+        return items_of(source), False
     choices = member(source, "choices")
     if choices is not None:  # a ChatCompletion: its first choice's message
-        listed = items_of(choices, "a ChatCompletion's choices")
+        listed = items_of(choices)
         source = member(listed[0], "message") if listed else None
-        if source is None:
-            return []
+        return (items_of(member(source, "tool_calls")), True) if source is not None else ([], True)
     output = member(source, "output")
     if output is not None:  # a Response
-        return items_of(output, "a Response's output")
+        return items_of(output), False
     if member(source, "role") is not None or member(source, "tool_calls") is not None:
-        return items_of(member(source, "tool_calls"), "a message's tool_calls")
+        return items_of(member(source, "tool_calls")), True
     raise TypeError(
         "calls() takes a ChatCompletion or its message, a Response or its output list, not "
         f"{type(source).__name__}"
@@ -146,7 +162,7 @@ def _chat_tool(definition: ToolDefinition) -> dict[str, Any]:
         "function": {
             "name": definition.name,
             "description": description_of(definition),
-            "parameters": definition.input_schema,
+            "parameters": deepcopy(definition.input_schema),
         },
     }
 
@@ -168,7 +184,7 @@ def _responses_tool(definition: ToolDefinition) -> dict[str, Any]:
         "type": "function",
         "name": definition.name,
         "description": description_of(definition),
-        "parameters": definition.input_schema,
+        "parameters": deepcopy(definition.input_schema),
         "strict": False,
     }
 
