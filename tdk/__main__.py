@@ -6,6 +6,7 @@
     tdk schema tools/weather.py         # the definitions as JSON
     tdk schema tools/weather.py --format openai-strict   # ... as a host's tools= takes them
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
+    tdk serve tools/weather.py          # the tools over MCP, on stdio (--http: streamable HTTP)
 
 A target is a ``.py`` file or a package directory (``Toolkit.from_path``; a target ending in
 ``.py`` or holding a ``/`` is always a path), or a dotted module name (``Toolkit.from_module``).
@@ -24,8 +25,9 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+from tdk._context import ToolContext
 from tdk._loop import run_in_new_loop
 from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit, import_root
@@ -150,34 +152,63 @@ def _shapes(toolkit: Toolkit, form: str) -> list[dict[str, Any]]:
     return [d.model_dump(mode="json") for d in toolkit.definitions()]
 
 
-def _run(toolkit: Toolkit, name: str, arguments: str, stacktrace: bool) -> int:
-    result = run_in_new_loop(toolkit.run(name, arguments, include_stacktrace=stacktrace))
+def _run(toolkit: Toolkit, options: argparse.Namespace) -> int:
+    try:
+        context = _run_context(toolkit, options.tool, options.secret)
+    except ValueError as bad:
+        print(f"tdk run: {bad}", file=sys.stderr)
+        return 2
+    call = toolkit.run(
+        options.tool, options.arguments, context=context, include_stacktrace=options.stacktrace
+    )
+    result = run_in_new_loop(call)
     print(json.dumps(result.to_dict(), indent=2))
     return 0 if result.is_success else 1
 
 
+def _run_context(toolkit: Toolkit, name: str, given: list[str]) -> ToolContext:
+    """The context of ``tdk run``: each ``--secret NAME=VALUE``, then each secret the tool
+    requires that was not given, from the environment variable of that name."""
+    secrets: dict[str, str] = {}
+    for pair in given:
+        secret, equals, value = pair.partition("=")
+        if not secret or not equals:  # (never echoed: it may be the value itself)
+            raise ValueError("--secret takes NAME=VALUE, with a name before the '='")
+        secrets[secret] = value
+    if name in toolkit:
+        for secret in toolkit.get(name).definition.requirements.secrets:
+            if secret not in secrets and secret in os.environ:
+                secrets[secret] = os.environ[secret]
+    return ToolContext(secrets=secrets)
+
+
+def _serve(toolkit: Toolkit, options: argparse.Namespace) -> int:
+    try:
+        from tdk.hosts import mcp
+    except ImportError as missing:
+        print(f"tdk serve: {missing}", file=sys.stderr)
+        return 1
+    context = mcp.context_from_environment(toolkit)
+    for item in toolkit:
+        for secret in item.definition.requirements.secrets:
+            if secret not in context.secrets:
+                print(
+                    f"tdk serve: {secret} is not set in the environment: calls of "
+                    f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT",
+                    file=sys.stderr,
+                )
+    transport: Literal["stdio", "http"] = "http" if options.http else "stdio"
+    if options.http:
+        print(f"tdk serve: http://{options.host}:{options.port}/mcp", file=sys.stderr)
+    run_in_new_loop(
+        mcp.serve(toolkit, transport, host=options.host, port=options.port, context=context)
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tdk`` command with ``argv`` (default: the process's arguments)."""
-    parser = argparse.ArgumentParser(
-        prog="tdk", description="Check, describe and run the tools of a module or path."
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser("check", help="load the tools and report definition problems")
-    check.add_argument("target", help="a .py file, a package directory or a dotted module")
-    schema = commands.add_parser("schema", help="print the tool definitions as JSON")
-    schema.add_argument("target", help="a .py file, a package directory or a dotted module")
-    schema.add_argument(
-        "--format",
-        choices=SCHEMA_FORMATS,
-        default="json",
-        help="json (the definitions, the default), or a host's tools: openai (chat), "
-        "openai-strict, responses, anthropic, mcp",
-    )
-    run = commands.add_parser("run", help="run one call and print its ToolResult as JSON")
-    run.add_argument("target", help="a .py file, a package directory or a dotted module")
-    run.add_argument("tool", help="the tool's name (case-insensitive)")
-    run.add_argument("arguments", nargs="?", default="{}", help="a JSON object (default {})")
-    run.add_argument("--stacktrace", action="store_true", help="include the stack trace")
+    parser, run = _parser()
     options = parser.parse_args(argv)
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
@@ -206,7 +237,48 @@ def _command(options: argparse.Namespace) -> int:
         return _check(toolkit)
     if options.command == "schema":
         return _schema(toolkit, options.format)
-    return _run(toolkit, options.tool, options.arguments, options.stacktrace)
+    if options.command == "serve":
+        return _serve(toolkit, options)
+    return _run(toolkit, options)
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The parser of the command, and that of ``tdk run`` (for its usage errors)."""
+    parser = argparse.ArgumentParser(
+        prog="tdk", description="Check, describe, run and serve the tools of a module or path."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    target = "a .py file, a package directory or a dotted module"
+    check = commands.add_parser("check", help="load the tools and report definition problems")
+    check.add_argument("target", help=target)
+    schema = commands.add_parser("schema", help="print the tool definitions as JSON")
+    schema.add_argument("target", help=target)
+    schema.add_argument(
+        "--format",
+        choices=SCHEMA_FORMATS,
+        default="json",
+        help="json (the definitions, the default), or a host's tools: openai (chat), "
+        "openai-strict, responses, anthropic, mcp",
+    )
+    run = commands.add_parser("run", help="run one call and print its ToolResult as JSON")
+    run.add_argument("target", help=target)
+    run.add_argument("tool", help="the tool's name (case-insensitive)")
+    run.add_argument("arguments", nargs="?", default="{}", help="a JSON object (default {})")
+    run.add_argument("--stacktrace", action="store_true", help="include the stack trace")
+    run.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a secret for the call (repeatable); a secret the tool requires and not given "
+        "here is read from the environment variable of its name",
+    )
+    serve = commands.add_parser("serve", help="serve the tools over MCP (stdio by default)")
+    serve.add_argument("target", help=target)
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
+    serve.add_argument("--host", default="127.0.0.1", help="with --http (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="with --http (default 8000)")
+    return parser, run
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m tdk: run in subprocesses by the tests

@@ -1,0 +1,197 @@
+"""A toolkit served over MCP, on the official ``mcp`` SDK (extra ``tdk-tools[mcp]``).
+
+::
+
+    from tdk.hosts import mcp as tdk_mcp
+
+    server = tdk_mcp.server(toolkit)          # the SDK's low-level Server, tools wired in
+    await tdk_mcp.serve(toolkit)              # over stdio; transport="http" for streamable HTTP
+
+The protocol is the SDK's own: tdk supplies the two handlers, ``tools/list`` and
+``tools/call``. Every call goes through a :class:`~tdk.ToolRunner` (the one given, or one with
+the default policies), so retries, limits and breakers apply, and its result becomes a
+``CallToolResult``:
+
+- a success: ``structuredContent`` (the value, or ``{"result": value}`` when the output is not
+  an object: MCP wants an object) and one text content, ``result.for_model()``;
+- a failure: ``isError``, one text content with ``for_model()``, no ``structuredContent`` (it
+  would fail the output schema), and ``_meta["tdk/error"]`` with ``kind``, ``category``,
+  ``retryable``, ``retry_after_ms``, ``status_code`` and ``additional_prompt_content`` for
+  hosts that act on them. Invalid arguments and unknown tools are such results, not protocol
+  errors: the model can fix them.
+
+See ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+try:
+    from mcp import types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+except ImportError as missing:  # pragma: no cover - the extra is part of the test install
+    raise ImportError(
+        "tdk.hosts.mcp needs the mcp package: pip install 'tdk-tools[mcp]'"
+    ) from missing
+
+from tdk import __version__
+from tdk._context import ToolContext
+from tdk._definition import ToolDefinition
+from tdk._result import ToolResult
+from tdk._tool import Tool
+from tdk._toolkit import Toolkit
+from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
+from tdk.hosts._source import Source, rendered
+from tdk.runner import ToolRunner
+
+__all__ = ["context_from_environment", "result", "serve", "server", "tools"]
+
+#: What ``context=`` takes: one context for every call, or a function making one per call.
+ContextSource = ToolContext | Callable[[], ToolContext] | None
+
+
+def tools(source: Source) -> list[types.Tool]:
+    """The tools of ``source`` as MCP ``Tool`` objects: name, description (saying so when the
+    tool is deprecated), ``inputSchema``, ``outputSchema`` (wrapped as ``{"result": ...}``
+    when the output is not an object) and ``annotations`` from the side-effect marks
+    (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``)."""
+    return rendered(source, "mcp-objects", _mcp_tool_object)
+
+
+def result(
+    tool_result: ToolResult, *, definition: ToolDefinition | None = None
+) -> types.CallToolResult:
+    """``tool_result`` as MCP's ``CallToolResult`` (see the module docstring).
+
+    ``definition`` tells whether a success's value goes out wrapped as ``{"result": value}``
+    (its output is not an object); without it, any value but a ``dict`` is wrapped.
+    """
+    text = [types.TextContent(type="text", text=tool_result.for_model())]
+    error = tool_result.error
+    if error is None:
+        value = tool_result.value
+        wrapped = (
+            output_is_wrapped(definition) if definition is not None else type(value) is not dict
+        )
+        return types.CallToolResult(
+            content=text, structured_content={"result": value} if wrapped else value
+        )
+    facts = {
+        "kind": error.kind.value,
+        "category": error.category.value,
+        "retryable": error.retryable,
+        "retry_after_ms": error.retry_after_ms,
+        "status_code": error.status_code,
+        "additional_prompt_content": error.additional_prompt_content,
+    }
+    return types.CallToolResult(content=text, is_error=True, _meta={"tdk/error": facts})
+
+
+def server(
+    source: Source,
+    *,
+    runner: ToolRunner | None = None,
+    context: ContextSource = None,
+    name: str | None = None,
+) -> Server[Any]:
+    """An MCP server (the SDK's low-level ``Server``) offering the tools of ``source``.
+
+    ``source`` is a ``Toolkit`` or an iterable of tools (``ToolDefinition``s cannot run).
+    ``runner`` runs the calls (its toolkit must be ``source`` when both are given); without
+    one, a ``ToolRunner`` with the default policies. ``context`` is the ``ToolContext`` of
+    every call, or a function returning one per call. ``name`` defaults to the toolkit's.
+    """
+    toolkit = _toolkit_of(source, runner, name)
+    running = runner if runner is not None else ToolRunner(toolkit)
+
+    async def list_tools(
+        _request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools(toolkit))
+
+    async def call_tool(
+        request: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        call_id = None if request.request_id is None else str(request.request_id)
+        outcome = await running.run(
+            params.name, params.arguments, context=_context_of(context), call_id=call_id
+        )
+        definition = toolkit.get(outcome.tool).definition if outcome.error is None else None
+        return result(outcome, definition=definition)
+
+    return Server(
+        name or toolkit.name,
+        version=toolkit.version or __version__,
+        description=toolkit.description,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve(
+    source: Source,
+    transport: Literal["stdio", "http"] = "stdio",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    runner: ToolRunner | None = None,
+    context: ContextSource = None,
+    name: str | None = None,
+) -> None:
+    """Serve the tools of ``source`` until the client goes (stdio) or the task is cancelled:
+    over the process's stdin and stdout, or, with ``transport="http"``, over streamable HTTP
+    at ``http://{host}:{port}/mcp``. The other options are :func:`server`'s."""
+    mcp_server = server(source, runner=runner, context=context, name=name)
+    if transport == "stdio":
+        async with stdio_server() as (read, write):
+            await mcp_server.run(read, write, mcp_server.create_initialization_options())
+        return
+    if transport != "http":
+        raise ValueError(f"transport must be 'stdio' or 'http', not {transport!r}")
+    import uvicorn
+
+    app = mcp_server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
+
+
+def context_from_environment(
+    source: Iterable[Tool[..., Any]] | Toolkit, environ: Mapping[str, str] | None = None
+) -> ToolContext:
+    """A context holding each secret the tools require, read from the environment variable
+    of the same name (``os.environ`` by default); a secret not set is left out, and a call
+    needing it is answered ``TOOL_RUNTIME_MISSING_REQUIREMENT``."""
+    found = os.environ if environ is None else environ
+    names = {secret for item in source for secret in item.definition.requirements.secrets}
+    return ToolContext(secrets={name: found[name] for name in sorted(names) if name in found})
+
+
+def _mcp_tool_object(definition: ToolDefinition) -> types.Tool:
+    return types.Tool.model_validate(mcp_tool(definition))
+
+
+def _toolkit_of(source: Source, runner: ToolRunner | None, name: str | None) -> Toolkit:
+    if isinstance(source, Toolkit):
+        toolkit = source
+    else:
+        items: list[Tool[..., Any]] = []
+        for item in source:
+            if not isinstance(item, Tool):
+                raise TypeError(
+                    f"server() takes a Toolkit or tools, not {type(item).__name__}: a "
+                    "definition alone cannot run"
+                )
+            items.append(item)
+        toolkit = runner.toolkit if runner is not None else Toolkit(name or "tdk", items)
+    if runner is not None and runner.toolkit is not toolkit:
+        raise ValueError(f"the runner runs toolkit '{runner.toolkit.name}', not the one given")
+    return toolkit
+
+
+def _context_of(context: ContextSource) -> ToolContext | None:
+    return context() if callable(context) else context
