@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from tdk._context import ToolContext
+from tdk._execute import checked_seconds
 from tdk._loop import run_in_new_loop
 from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit, import_root
@@ -183,11 +185,17 @@ def _run_context(toolkit: Toolkit, name: str, given: list[str]) -> ToolContext:
 
 
 def _serve(toolkit: Toolkit, options: argparse.Namespace) -> int:
+    from tdk.runner import ToolRunner
+
     try:
         from tdk.hosts import mcp
     except ImportError as missing:
         print(f"tdk serve: {missing}", file=sys.stderr)
         return 1
+    # Failures are logged one line each on stderr (stdout is the protocol's, on stdio).
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     context = mcp.context_from_environment(toolkit)
     for item in toolkit:
         for secret in item.definition.requirements.secrets:
@@ -200,8 +208,11 @@ def _serve(toolkit: Toolkit, options: argparse.Namespace) -> int:
     transport: Literal["stdio", "http"] = "http" if options.http else "stdio"
     if options.http:
         print(f"tdk serve: http://{options.host}:{options.port}/mcp", file=sys.stderr)
+    runner = ToolRunner(toolkit, deadline=options.deadline)
     run_in_new_loop(
-        mcp.serve(toolkit, transport, host=options.host, port=options.port, context=context)
+        mcp.serve(
+            toolkit, transport, host=options.host, port=options.port, runner=runner, context=context
+        )
     )
     return 0
 
@@ -242,6 +253,11 @@ def _command(options: argparse.Namespace) -> int:
     return _run(toolkit, options)
 
 
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (for argparse: its ``ValueError`` is a usage error)."""
+    return checked_seconds(float(text))
+
+
 def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The parser of the command, and that of ``tdk run`` (for its usage errors)."""
     parser = argparse.ArgumentParser(
@@ -278,6 +294,14 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
     serve.add_argument("--host", default="127.0.0.1", help="with --http (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="with --http (default 8000)")
+    serve.add_argument(
+        "--deadline",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="the longest a call may take, retries and their waits included (default: none); "
+        "a retry that would not fit is not waited for, the model gets the error at once",
+    )
     return parser, run
 
 

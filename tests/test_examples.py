@@ -85,3 +85,25 @@ def test_agent_loop_runs_to_the_models_answer(script: str, lines: list[str]) -> 
     for line in lines:
         assert line in done.stdout
     assert "sk-" not in done.stdout
+
+
+def test_mcp_server_example_shows_what_a_host_sees() -> None:
+    """The example serves itself with ``tdk serve`` and talks to it with the mcp SDK's client:
+    a success, a rate limit answered at once with its wait in ``_meta``, a bad argument, and a
+    key read from the environment that is never shown."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES[0].parent / "mcp_server.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    for line in [
+        "structuredContent: {'city': 'Oslo', 'max_c': [4, 4]}",
+        "headlines({'topic': 'energy'}) -> isError=True",
+        "'retry_after_ms': 30000, 'status_code': 429",
+        "'kind': 'TOOL_RUNTIME_BAD_INPUT_VALUE'",
+        "structuredContent: {'result': 'plan: pro'}",
+    ]:
+        assert line in done.stdout
+    assert "wx-demo-key-0042" not in done.stdout + done.stderr
