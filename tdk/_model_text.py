@@ -11,7 +11,9 @@ text is valid UTF-8 (lone surrogates become U+FFFD), as an API request must be.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
+
+from pydantic_core import to_json
 
 from tdk._json_safe import json_safe
 from tdk._redact import encodable, redact_text
@@ -22,15 +24,18 @@ __all__ = ["error_text", "value_text"]
 
 def value_text(value: Any) -> str:
     """The value as the model reads it: a ``str`` as it is, anything else as compact JSON
-    (one ``json.dumps``; a value that JSON cannot take, only possible in a result built by
-    hand, is first made JSON-safe)."""
+    (written once; a value that JSON cannot take, only possible in a result built by hand,
+    is first made JSON-safe)."""
     if type(value) is str:
         return encodable(value)
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except Exception:  # only in a result built by hand: a value JSON cannot take as it is
-        text = json.dumps(json_safe(value), ensure_ascii=False, separators=(",", ":"))
-    return encodable(text)
+    try:  # (pydantic-core's writer: compact, UTF-8, four times json.dumps's speed)
+        return to_json(value, inf_nan_mode="strings").decode()
+    except Exception:  # a lone surrogate; or, in a result built by hand, a foreign object
+        return encodable(_COMPACT.encode(json_safe(value)))
+
+
+#: Compact JSON, non-ASCII as it is (fewer tokens), no NaN: one encoder, made once.
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def error_text(error: ErrorInfo) -> str:
@@ -41,4 +46,4 @@ def error_text(error: ErrorInfo) -> str:
         shown["retry_after_ms"] = min(error.retry_after_ms, MAX_SAFE_INT)
     if error.additional_prompt_content:
         shown["additional_prompt_content"] = redact_text(error.additional_prompt_content)
-    return json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    return to_json(shown).decode()

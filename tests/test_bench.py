@@ -49,6 +49,12 @@ BENCH = Path(__file__).parent.parent / "bench"
             id="hosts",
         ),
         pytest.param(
+            "bench_mcp.py",
+            ["--calls", "100"],
+            ["ToolRunner.run", "tools/call handler", "SDK's MCPServer"],
+            id="mcp",
+        ),
+        pytest.param(
             "bench_define.py",
             ["--tools", "20", "--repeat", "1", "--imports", "1"],
             ["@tool", "Memory for 20 tools", "import tdk"],

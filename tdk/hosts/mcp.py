@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal, cast
 
 try:
     from mcp import types
@@ -71,16 +71,25 @@ def result(
     ``definition`` tells whether a success's value goes out wrapped as ``{"result": value}``
     (its output is not an object); without it, any value but a ``dict`` is wrapped.
     """
-    text = [types.TextContent(type="text", text=tool_result.for_model())]
+    if definition is not None:
+        wrapped = output_is_wrapped(definition)
+    else:
+        wrapped = type(tool_result.value) is not dict
+    return types.CallToolResult.model_validate(_answer(tool_result, wrapped=wrapped))
+
+
+def _answer(tool_result: ToolResult, *, wrapped: bool) -> dict[str, Any]:
+    """The ``CallToolResult`` of ``tool_result`` in its wire form (as :func:`result` says)."""
+    text = [{"type": "text", "text": tool_result.for_model()}]
     error = tool_result.error
     if error is None:
         value = tool_result.value
-        wrapped = (
-            output_is_wrapped(definition) if definition is not None else type(value) is not dict
-        )
-        return types.CallToolResult(
-            content=text, structured_content={"result": value} if wrapped else value
-        )
+        return {
+            **_DEFAULTS,
+            "content": text,
+            "structuredContent": {"result": value} if wrapped else value,
+            "isError": False,
+        }
     facts = {
         "kind": error.kind.value,
         "category": error.category.value,
@@ -89,7 +98,14 @@ def result(
         "status_code": error.status_code,
         "additional_prompt_content": error.additional_prompt_content,
     }
-    return types.CallToolResult(content=text, is_error=True, _meta={"tdk/error": facts})
+    return {**_DEFAULTS, "content": text, "isError": True, "_meta": {"tdk/error": facts}}
+
+
+#: The fields of an empty ``CallToolResult`` in their wire form (``resultType`` in the SDK's
+#: protocol versions that have it), read from the SDK installed.
+_DEFAULTS: Final = types.CallToolResult(content=[]).model_dump(
+    by_alias=True, mode="json", exclude_none=True, exclude={"content", "is_error"}
+)
 
 
 def server(
@@ -108,6 +124,7 @@ def server(
     """
     toolkit = _toolkit_of(source, runner, name)
     running = runner if runner is not None else ToolRunner(toolkit)
+    wraps: dict[str, bool] = {}  # tool name -> whether its value goes out as {"result": ...}
 
     async def list_tools(
         _request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
@@ -118,11 +135,18 @@ def server(
         request: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         call_id = None if request.request_id is None else str(request.request_id)
-        outcome = await running.run(
-            params.name, params.arguments, context=_context_of(context), call_id=call_id
+        each = context() if callable(context) else context
+        outcome = await running.run(params.name, params.arguments, context=each, call_id=call_id)
+        wrapped = outcome.error is None and (
+            wraps[outcome.tool]
+            if outcome.tool in wraps
+            else wraps.setdefault(
+                outcome.tool, output_is_wrapped(toolkit.get(outcome.tool).definition)
+            )
         )
-        definition = toolkit.get(outcome.tool).definition if outcome.error is None else None
-        return result(outcome, definition=definition)
+        # The wire form: the SDK takes a handler's result as a dict too, and validates it
+        # (once, instead of a model built here and dumped there).
+        return cast(types.CallToolResult, _answer(outcome, wrapped=wrapped))
 
     return Server(
         name or toolkit.name,
@@ -191,7 +215,3 @@ def _toolkit_of(source: Source, runner: ToolRunner | None, name: str | None) -> 
     if runner is not None and runner.toolkit is not toolkit:
         raise ValueError(f"the runner runs toolkit '{runner.toolkit.name}', not the one given")
     return toolkit
-
-
-def _context_of(context: ContextSource) -> ToolContext | None:
-    return context() if callable(context) else context
