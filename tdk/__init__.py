@@ -56,7 +56,16 @@ if TYPE_CHECKING:
         parse_retry_after_ms,
         raise_for_upstream,
     )
-    from tdk.runner import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy, ToolRunner
+    from tdk.runner import (
+        Bulkhead,
+        CircuitBreaker,
+        InMemoryStore,
+        RateLimit,
+        RetryPolicy,
+        StateStore,
+        ToolRunner,
+    )
+    from tdk.runner._redis import RedisStore as RedisStore
 
 #: Public name -> the module it lives in, imported on first use: ``import tdk.errors`` (or
 #: ``tdk.http``) loads nothing else of tdk, and neither the runner nor the HTTP hook is loaded
@@ -74,7 +83,16 @@ _LAZY: dict[str, str] = {
     "tool": "tdk._tool",
     "Toolkit": "tdk._toolkit",
     **dict.fromkeys(
-        ("Bulkhead", "CircuitBreaker", "RateLimit", "RetryPolicy", "ToolRunner"),
+        (
+            "Bulkhead",
+            "CircuitBreaker",
+            "InMemoryStore",
+            "RateLimit",
+            "RedisStore",
+            "RetryPolicy",
+            "StateStore",
+            "ToolRunner",
+        ),
         "tdk.runner",
     ),
     **dict.fromkeys(
@@ -88,6 +106,10 @@ _LAZY: dict[str, str] = {
         "tdk.http",
     ),
 }
+
+
+# ``RedisStore`` is importable from tdk (as from tdk.runner) but left out of ``__all__``: it
+# needs the redis extra, and ``from tdk import *`` must work without it.
 
 
 def __getattr__(name: str) -> object:
@@ -113,11 +135,13 @@ __all__ = [
     "ErrorInfo",
     "ErrorKind",
     "FatalToolError",
+    "InMemoryStore",
     "NetworkTransportError",
     "ProblemKind",
     "RateLimit",
     "RetryPolicy",
     "RetryableToolError",
+    "StateStore",
     "Tool",
     "ToolAnnotations",
     "ToolBulkheadFullError",

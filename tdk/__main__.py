@@ -185,7 +185,7 @@ def _run_context(toolkit: Toolkit, name: str, given: list[str]) -> ToolContext:
 
 
 def _serve(toolkit: Toolkit, options: argparse.Namespace) -> int:
-    from tdk.runner import ToolRunner
+    from tdk.runner import RetryPolicy, ToolRunner
 
     try:
         from tdk.hosts import mcp
@@ -208,12 +208,18 @@ def _serve(toolkit: Toolkit, options: argparse.Namespace) -> int:
     transport: Literal["stdio", "http"] = "http" if options.http else "stdio"
     if options.http:
         print(f"tdk serve: http://{options.host}:{options.port}/mcp", file=sys.stderr)
-    runner = ToolRunner(toolkit, deadline=options.deadline)
-    run_in_new_loop(
-        mcp.serve(
-            toolkit, transport, host=options.host, port=options.port, runner=runner, context=context
-        )
+    runner = ToolRunner(toolkit, retry=RetryPolicy(), deadline=options.deadline)
+    serving = mcp.serve(
+        toolkit, transport, host=options.host, port=options.port, runner=runner, context=context
     )
+    try:
+        run_in_new_loop(serving)
+    except OSError as cannot:  # a port in use, an address not of this machine
+        reason = cannot.strerror or type(cannot).__name__
+        print(
+            f"tdk serve: cannot serve on {options.host}:{options.port}: {reason}", file=sys.stderr
+        )
+        return 1
     return 0
 
 

@@ -131,8 +131,8 @@ HOST_VERBS = frozenset({"tools", "calls", "results"})
 
 def test_no_two_modules_or_functions_share_a_name() -> None:
     """A name means one thing across the package: no two modules called the same, and no two
-    module-level functions (``@overload`` stubs, and the host verbs of the public host
-    modules, aside)."""
+    module-level functions (``@overload`` stubs, module hooks, and the host verbs of the
+    public host modules, aside)."""
     modules = [name.rpartition(".")[2] for name in MODULES if not name.endswith("__init__")]
     packages = {name for name in MODULES if MODULES[name].name == "__init__.py"}
     stems = [stem for stem, name in zip(modules, MODULES, strict=True) if name not in packages]
@@ -144,7 +144,7 @@ def test_no_two_modules_or_functions_share_a_name() -> None:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not any(
                 "overload" in ast.unparse(d) for d in node.decorator_list
             ):
-                if host and node.name in HOST_VERBS:
-                    continue
+                if (host and node.name in HOST_VERBS) or node.name.startswith("__"):
+                    continue  # (module hooks such as ``__getattr__`` are the language's names)
                 seen.setdefault(node.name, []).append(name)
     assert {f: m for f, m in seen.items() if len(m) > 1} == {}

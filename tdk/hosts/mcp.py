@@ -25,8 +25,11 @@ See ``docs/mcp.md``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+import socket
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, cast
 
 try:
@@ -119,8 +122,9 @@ def server(
 
     ``source`` is a ``Toolkit`` or an iterable of tools (``ToolDefinition``s cannot run).
     ``runner`` runs the calls (its toolkit must be ``source`` when both are given); without
-    one, a ``ToolRunner`` with the default policies. ``context`` is the ``ToolContext`` of
-    every call, or a function returning one per call. ``name`` defaults to the toolkit's.
+    one, a ``ToolRunner`` with its defaults (no retries, no limits: give one to have them).
+    ``context`` is the ``ToolContext`` of every call, or a function returning one per call.
+    ``name`` defaults to the toolkit's.
     """
     toolkit = _toolkit_of(source, runner, name)
     running = runner if runner is not None else ToolRunner(toolkit)
@@ -180,19 +184,45 @@ async def serve(
     import uvicorn
 
     app = mcp_server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+    )
+    http = uvicorn.Server(config)
+    with _listening(host, port) as listener:  # (an OSError for a port in use, not an exit)
+        serving = asyncio.ensure_future(http.serve(sockets=[listener]))
+        try:
+            await asyncio.shield(serving)
+        except asyncio.CancelledError:  # stop as on Ctrl-C: close the socket, end the sessions
+            http.should_exit = True
+            await serving
+            raise
+
+
+@contextlib.contextmanager
+def _listening(host: str, port: int) -> Iterator[socket.socket]:
+    """A socket bound to ``host:port`` (``OSError`` when it cannot be), closed on the way out."""
+    family, kind, _, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    listener = socket.socket(family, kind)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        yield listener
+    finally:
+        listener.close()
 
 
 def context_from_environment(
     source: Iterable[Tool[..., Any]] | Toolkit, environ: Mapping[str, str] | None = None
 ) -> ToolContext:
     """A context holding each secret the tools require, read from the environment variable
-    of the same name (``os.environ`` by default); a secret not set is left out, and a call
-    needing it is answered ``TOOL_RUNTIME_MISSING_REQUIREMENT``."""
+    of the same name (``os.environ`` by default); a secret not set (or set empty) is left
+    out, and a call needing it is answered ``TOOL_RUNTIME_MISSING_REQUIREMENT``."""
     found = os.environ if environ is None else environ
     names = {secret for item in source for secret in item.definition.requirements.secrets}
-    return ToolContext(secrets={name: found[name] for name in sorted(names) if name in found})
+    # (an empty value is no secret: the tool would be told it is missing all the same)
+    return ToolContext(secrets={name: found[name] for name in sorted(names) if found.get(name)})
 
 
 def _mcp_tool_object(definition: ToolDefinition) -> types.Tool:
@@ -211,7 +241,13 @@ def _toolkit_of(source: Source, runner: ToolRunner | None, name: str | None) -> 
                     "definition alone cannot run"
                 )
             items.append(item)
-        toolkit = runner.toolkit if runner is not None else Toolkit(name or "tdk", items)
+        if runner is None:
+            return Toolkit(name or "tdk", items)
+        toolkit = runner.toolkit
+        if any(item.name not in toolkit or toolkit.get(item.name) is not item for item in items):
+            raise ValueError(
+                f"the runner runs toolkit '{toolkit.name}', which does not hold the tools given"
+            )
     if runner is not None and runner.toolkit is not toolkit:
         raise ValueError(f"the runner runs toolkit '{runner.toolkit.name}', not the one given")
     return toolkit

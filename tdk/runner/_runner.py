@@ -295,7 +295,9 @@ class ToolRunner:
         """The runner's counters: calls, attempts, retries, refusals per kind, and the state
         of each tool's circuit as this runner last saw it."""
         live = {name: circuit.state for name, circuit in self._live_circuits.items()}
-        return self._counters.snapshot(live)
+        store = self._store
+        status = getattr(store, "status", "local" if isinstance(store, InMemoryStore) else "custom")
+        return self._counters.snapshot(live, status if isinstance(status, str) else "custom")
 
     async def run_many(
         self,

@@ -38,6 +38,11 @@ class RunnerStats:
     stopped a retry."""
     circuits: Mapping[str, CircuitState]
     """The state of each tool's circuit breaker, as this runner last saw it."""
+    store: str = "local"
+    """Where the limiter and circuit state lives: ``"local"`` (the in-process store),
+    ``"shared"`` (a shared store that answers, such as :class:`~tdk.runner.RedisStore`),
+    ``"fallback"`` (a shared store out of reach: per-process state until it answers), or
+    ``"custom"`` (a store that does not say)."""
 
 
 class Counters:
@@ -52,7 +57,7 @@ class Counters:
         self.rejections = dict.fromkeys(REFUSAL_KINDS, 0)
         self.circuits: dict[str, CircuitState] = {}
 
-    def snapshot(self, live: Mapping[str, CircuitState]) -> RunnerStats:
+    def snapshot(self, live: Mapping[str, CircuitState], store: str) -> RunnerStats:
         """The counters now, as an immutable record; ``live`` states (read from an
         in-process store) win over the last-seen ones."""
         return RunnerStats(
@@ -61,4 +66,5 @@ class Counters:
             retries=self.retries,
             rejections=dict(self.rejections),
             circuits={**self.circuits, **live},
+            store=store,
         )

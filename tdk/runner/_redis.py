@@ -1,0 +1,271 @@
+"""``RedisStore``: limiter and circuit state shared by runners in many processes, on Redis.
+
+tdk's own state changes (the limiter's ``admit``, the circuit's ``acquire``, ``record`` and
+``peek``) run as Lua scripts (see ``_redis_scripts``), one round trip each, registered once and
+run with ``EVALSHA``, timed by the server's ``TIME``. Any other change (a plain function, as
+:meth:`StateStore.update` allows) is applied optimistically: ``WATCH`` the key, read its
+state (JSON), apply the change here, write it back in ``MULTI``/``EXEC``, and try again on a
+conflict, a bounded number of times.
+
+Keys are ``{<prefix>:<scope>}:<policy>``: the part in braces is Redis Cluster's hash tag, so
+that the state of one scope lives in one slot. Each write renews a time to live of the
+period (limiter) or the reset timeout (circuit) plus a margin: idle state goes away.
+
+Redis unreachable or slow never fails a call. A command that fails or takes longer than
+``timeout`` switches the store to per-process state (the same rules, in this process, with
+the runner's clock), logs one WARNING for the outage, and leaves Redis alone for
+``retry_interval`` seconds before trying again; the first command that succeeds logs the
+return (INFO) and the store is shared again. :attr:`RedisStore.status` says which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any, Final, Literal, TypeVar
+
+from tdk.runner._breaker import (
+    FAILURE,
+    NEUTRAL,
+    SUCCESS,
+    CircuitState,
+    Outcome,
+    acquire,
+    peek,
+    record,
+)
+from tdk.runner._limiter import admit
+from tdk.runner._policies import CircuitBreaker, RateLimit
+from tdk.runner._redis_scripts import ACQUIRE, ADMIT, PEEK, RECORD
+from tdk.runner._store import InMemoryStore
+
+try:
+    import redis.asyncio as aioredis
+    from redis.exceptions import RedisError, WatchError
+except ImportError as missing:  # pragma: no cover - the extra is part of the test install
+    raise ImportError(
+        "tdk.runner.RedisStore needs the redis package: pip install 'tdk-tools[redis]'"
+    ) from missing
+
+__all__ = ["RedisStore"]
+
+logger = logging.getLogger("tdk.runner")
+
+_R = TypeVar("_R")
+
+#: Added to every time to live: state outlives its period by this much before it goes.
+_TTL_MARGIN_MS: Final = 1000
+#: How many times an optimistic change is tried before it is applied without Redis.
+_MAX_CONFLICTS: Final = 16
+_OUTCOMES: Final = {SUCCESS: "success", FAILURE: "failure", NEUTRAL: "neutral"}
+_STATES: Final = {state.value: state for state in CircuitState}
+_SECOND_US: Final = 1_000_000
+
+
+class RedisStore:
+    """Runner state on Redis, shared by every runner that uses the same server and prefix.
+
+    ::
+
+        store = RedisStore("redis://localhost:6379/0")
+        runner = ToolRunner(toolkit, rate_limit=RateLimit(10, 1.0, scope="github"), store=store)
+
+    ``url_or_client`` is a ``redis://`` URL or a ``redis.asyncio`` client (which the store
+    then uses as it is). ``prefix`` starts every key. ``timeout`` bounds each command (and,
+    for a URL, connecting): past it, the call goes on with per-process state.
+    ``retry_interval`` is how long an outage leaves Redis alone before the next try.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | aioredis.Redis,
+        *,
+        prefix: str = "tdk",
+        timeout: float = 0.25,
+        retry_interval: float = 1.0,
+    ) -> None:
+        if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
+            raise ValueError(f"prefix must be a non-empty str without braces, not {prefix!r}")
+        for name, value in (("timeout", timeout), ("retry_interval", retry_interval)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} must be a number of seconds, not {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+        if isinstance(url_or_client, str):
+            client = aioredis.Redis.from_url(
+                url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
+            )
+        elif isinstance(url_or_client, aioredis.Redis):
+            client = url_or_client
+        else:
+            raise TypeError(
+                f"RedisStore takes a redis:// URL or a redis.asyncio.Redis client, not "
+                f"{type(url_or_client).__name__}"
+            )
+        self.client: Final = client
+        """The ``redis.asyncio`` client the store talks through."""
+        self.prefix: Final = prefix
+        self.timeout: Final = float(timeout)
+        self.retry_interval: Final = float(retry_interval)
+        self._admit = client.register_script(ADMIT)
+        self._acquire = client.register_script(ACQUIRE)
+        self._record = client.register_script(RECORD)
+        self._peek = client.register_script(PEEK)
+        self._fallback = InMemoryStore()
+        self._down_until: float | None = None
+        """While Redis is out: the monotonic time of the next try."""
+
+    @property
+    def status(self) -> Literal["shared", "fallback"]:
+        """``"shared"`` while state lives on Redis, ``"fallback"`` during an outage (state
+        is then per process)."""
+        return "shared" if self._down_until is None else "fallback"
+
+    def key(self, key: str) -> str:
+        """The Redis key of a runner's state key (``tdk:limiter:scope:github`` ->
+        ``{tdk:scope:github}:limiter``)."""
+        _, policy, rest = key.split(":", 2) if key.count(":") >= 2 else ("", "state", key)
+        return f"{{{self.prefix}:{rest}}}:{policy}"
+
+    async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
+        """Apply ``change`` to the state under ``key`` atomically (see
+        :meth:`StateStore.update <tdk.runner.StateStore.update>`): on Redis while it
+        answers, in this process during an outage."""
+        down_until = self._down_until
+        if down_until is not None:
+            now = time.monotonic()
+            if now < down_until:
+                return self._fallback.apply(key, change, *args)
+            self._down_until = now + self.retry_interval  # this call tries; the others wait
+        try:
+            async with asyncio.timeout(self.timeout):
+                answer: _R = await self._shared(self.key(key), change, args)
+        except (RedisError, OSError, TimeoutError) as failure:
+            self._went_down(failure, down_until is None)
+            return self._fallback.apply(key, change, *args)
+        if down_until is not None:
+            self._down_until = None
+            self._fallback = InMemoryStore()  # the next outage starts afresh
+            logger.info("Redis answers again: runner state is shared again")
+        return answer
+
+    async def aclose(self) -> None:
+        """Close the client's connections."""
+        await self.client.aclose()
+
+    def _went_down(self, failure: BaseException, new_outage: bool) -> None:
+        if new_outage:  # one WARNING per outage
+            logger.warning(
+                "Redis is unreachable (%s): runner state is per process until it answers",
+                type(failure).__name__,
+            )
+        self._down_until = time.monotonic() + self.retry_interval
+
+    async def _shared(self, key: str, change: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        if change is admit:
+            return await self._admitted(key, args[0])
+        if change is acquire:
+            return await self._acquired(key, args[0], args[2] if len(args) > 2 else None)
+        if change is record:
+            return await self._recorded(key, args[0], args[2], args[3])
+        if change is peek:
+            return bool(await self._peek(keys=[key], args=_peek_args(args[0])))
+        return await self._optimistic(key, change, args)
+
+    async def _admitted(self, key: str, limit: RateLimit) -> float:
+        period_us = _us(limit.period)
+        nonce = secrets.token_hex(4)
+        wait = await self._admit(
+            keys=[key], args=[limit.calls, period_us, nonce, _ttl_ms(limit.period)]
+        )
+        return int(wait) / _SECOND_US
+
+    async def _acquired(
+        self, key: str, policy: CircuitBreaker, probe_lifetime: float | None
+    ) -> tuple[int | None, CircuitState, CircuitState, int, float | None]:
+        lifetime = policy.reset_timeout if probe_lifetime is None else probe_lifetime
+        ticket, before, after, failures, wait = await self._acquire(
+            keys=[key],
+            args=[
+                _us(policy.reset_timeout),
+                policy.half_open_max_calls,
+                _us(lifetime),
+                _ttl_ms(max(policy.reset_timeout, lifetime)),
+            ],
+        )
+        return (
+            None if int(ticket) < 0 else int(ticket),
+            _state(before),
+            _state(after),
+            int(failures),
+            None if int(wait) < 0 else int(wait) / _SECOND_US,
+        )
+
+    async def _recorded(
+        self, key: str, policy: CircuitBreaker, generation: int, outcome: Outcome
+    ) -> tuple[CircuitState, CircuitState, int]:
+        before, after, failures = await self._record(
+            keys=[key],
+            args=[
+                generation,
+                _OUTCOMES[outcome],
+                policy.failure_threshold,
+                _ttl_ms(policy.reset_timeout),
+            ],
+        )
+        return _state(before), _state(after), int(failures)
+
+    async def _optimistic(
+        self, key: str, change: Callable[..., tuple[Any, _R]], args: tuple[Any, ...]
+    ) -> _R:
+        """``change`` applied with ``WATCH``/``MULTI``: the state as JSON, retried on a
+        conflict (at most ``_MAX_CONFLICTS`` times, then a ``RedisError``: per process)."""
+        async with self.client.pipeline(transaction=True) as pipe:
+            for _ in range(_MAX_CONFLICTS):
+                try:
+                    await pipe.watch(key)
+                    stored = await pipe.get(key)
+                    state, answer = change(None if stored is None else json.loads(stored), *args)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.set(key, json.dumps(state, default=_json_value))
+                    await pipe.execute()
+                    return answer
+                except WatchError:
+                    continue
+        raise RedisError(f"{_MAX_CONFLICTS} conflicting writes in a row")
+
+
+def _us(seconds: float) -> int:
+    return max(1, math.ceil(seconds * _SECOND_US))
+
+
+def _ttl_ms(seconds: float) -> int:
+    return math.ceil(seconds * 1000) + _TTL_MARGIN_MS
+
+
+def _peek_args(policy: CircuitBreaker) -> list[int]:
+    return [_us(policy.reset_timeout), policy.half_open_max_calls]
+
+
+def _state(name: bytes | str) -> CircuitState:
+    text = name.decode() if isinstance(name, bytes) else name
+    return _STATES.get(text, CircuitState.CLOSED)
+
+
+def _json_value(value: object) -> Any:
+    """What JSON writes for a state part it has no rule for: a sequence (a ``deque``) as a
+    list, a dataclass by its fields."""
+    fields = getattr(value, "__dataclass_fields__", None)
+    if fields is not None:
+        return {name: getattr(value, name) for name in fields}
+    try:
+        return list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"a {type(value).__name__} cannot be stored as JSON") from None

@@ -1,0 +1,153 @@
+"""The Lua scripts of :class:`~tdk.runner.RedisStore`: the runner's state changes, run by Redis.
+
+Each script is the server-side twin of one change of ``tdk.runner`` (``admit``, ``acquire``,
+``record``, ``peek``), with the same rules, applied in one atomic step and timed by the Redis
+server's own clock (``TIME``, in microseconds), so that worker clocks do not matter. Times
+and durations are whole microseconds (exact in Lua's doubles until the year 2255).
+
+- The limiter's log is a sorted set of admission times; the answer is the wait until the
+  oldest entry that keeps the window full leaves it (0: admitted).
+- A circuit is a hash (``state``, ``failures``, ``opened_at``, ``probes``, ``probes_expire``,
+  ``generation``); a report from an earlier generation changes nothing, and probes expire.
+
+Every write renews the key's time to live: idle state goes away. A script returns integers
+(Redis turns Lua numbers into integers) and state names; -1 stands for "none".
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["ACQUIRE", "ADMIT", "PEEK", "RECORD"]
+
+#: KEYS[1]: the log. ARGV: calls, period (us), a unique member suffix, time to live (ms).
+#: Returns the wait in microseconds (0: admitted, and logged).
+ADMIT: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local calls = tonumber(ARGV[1])
+local period = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
+local count = redis.call('ZCARD', KEYS[1])
+if count < calls then
+  redis.call('ZADD', KEYS[1], now, now .. ':' .. ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  return 0
+end
+local oldest = redis.call('ZRANGE', KEYS[1], count - calls, count - calls, 'WITHSCORES')
+local wait = tonumber(oldest[2]) + period - now
+if wait > period then wait = period end
+if wait < 1 then wait = 1 end
+return wait
+"""
+
+# The circuit's fields, read and written by the three circuit scripts.
+_LOAD: Final = """
+local f = redis.call('HMGET', KEYS[1], 'state', 'failures', 'opened_at', 'probes',
+  'probes_expire', 'generation')
+local state = f[1] or 'closed'
+if state ~= 'closed' and state ~= 'open' and state ~= 'half_open' then state = 'closed' end
+local failures = tonumber(f[2]) or 0
+local opened_at = tonumber(f[3]) or 0
+local probes = tonumber(f[4]) or 0
+local expire = tonumber(f[5]) or 0
+local generation = tonumber(f[6]) or 0
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function save(ttl)
+  redis.call('HSET', KEYS[1], 'state', state, 'failures', failures, 'opened_at', opened_at,
+    'probes', probes, 'probes_expire', expire, 'generation', generation)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+"""
+
+#: KEYS[1]: the circuit. ARGV: reset timeout (us), probes at most, probe lifetime (us), time to
+#: live (ms). Returns {ticket, before, after, failures, retry_after (us)}.
+ACQUIRE: Final = (
+    _LOAD
+    + """
+local before = state
+if state == 'closed' then return {generation, before, state, failures, -1} end
+local now = now_us()
+local reset = tonumber(ARGV[1])
+local lifetime = tonumber(ARGV[3])
+if state == 'open' then
+  if opened_at > now then opened_at = now end
+  local reopens = opened_at + reset
+  if now < reopens then return {-1, before, before, failures, reopens - now} end
+  state = 'half_open'
+  generation = generation + 1
+  probes = 0
+elseif probes >= tonumber(ARGV[2]) then
+  if expire > now + lifetime then expire = now + lifetime end
+  if now < expire then return {-1, before, before, failures, expire - now} end
+  generation = generation + 1
+  probes = 0
+end
+probes = probes + 1
+expire = now + lifetime
+save(ARGV[4])
+return {generation, before, state, failures, -1}
+"""
+)
+
+#: KEYS[1]: the circuit. ARGV: the attempt's generation, its outcome (success, failure or
+#: neutral), the failure threshold, time to live (ms). Returns {before, after, failures}.
+RECORD: Final = (
+    _LOAD
+    + """
+local before = state
+local outcome = ARGV[2]
+if tonumber(ARGV[1]) ~= generation or state == 'open' then return {before, before, failures} end
+if state == 'half_open' then
+  if outcome == 'neutral' then
+    probes = probes - 1
+  elseif outcome == 'success' then
+    state = 'closed'
+    failures = 0
+    probes = 0
+    generation = generation + 1
+  else
+    failures = failures + 1
+    state = 'open'
+    opened_at = now_us()
+    probes = 0
+    generation = generation + 1
+  end
+elseif outcome == 'success' then
+  if failures == 0 then return {before, before, failures} end
+  failures = 0
+elseif outcome == 'failure' then
+  failures = failures + 1
+  if failures >= tonumber(ARGV[3]) then
+    state = 'open'
+    opened_at = now_us()
+    probes = 0
+    generation = generation + 1
+  end
+else
+  return {before, before, failures}
+end
+save(ARGV[4])
+return {before, state, failures}
+"""
+)
+
+#: KEYS[1]: the circuit. ARGV: reset timeout (us), probes at most. Returns 1 when the circuit
+#: would refuse a call now, else 0. Changes nothing.
+PEEK: Final = (
+    _LOAD
+    + """
+if state == 'closed' then return 0 end
+local now = now_us()
+if state == 'open' then
+  if opened_at > now then opened_at = now end
+  if now < opened_at + tonumber(ARGV[1]) then return 1 end
+  return 0
+end
+if probes >= tonumber(ARGV[2]) and now < expire then return 1 end
+return 0
+"""
+)
