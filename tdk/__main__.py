@@ -21,16 +21,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from tdk._context import ToolContext
 from tdk._execute import checked_seconds
 from tdk._loop import run_in_new_loop
+from tdk._redact import redact_text
+from tdk._serving import serve_command
 from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit, import_root
 from tdk.errors import ToolError, ToolkitLoadError
@@ -109,13 +110,19 @@ def _toolkit_or_report(target: str) -> Toolkit | None:
         except SystemExit as exited:  # the API lets it through; here it would end tdk quietly
             failure.append(
                 ToolkitLoadError(
-                    f"importing {target} raised SystemExit({exited.code!r}): a tool module must "
-                    "not exit when imported; put script code under if __name__ == '__main__':"
+                    f"importing {target} raised SystemExit({_shown(exited.code)}): a tool "
+                    "module must not exit when imported; put script code under "
+                    "if __name__ == '__main__':"
                 )
             )
     for each in [*broken, *failure]:
         _report(each)
     return None if broken or failure else toolkit
+
+
+def _shown(code: object) -> str:
+    """An exit code as a message may show it: redacted and cut (it may be any object)."""
+    return redact_text(repr(code), limit=200)
 
 
 def _check(toolkit: Toolkit) -> int:
@@ -184,45 +191,6 @@ def _run_context(toolkit: Toolkit, name: str, given: list[str]) -> ToolContext:
     return ToolContext(secrets=secrets)
 
 
-def _serve(toolkit: Toolkit, options: argparse.Namespace) -> int:
-    from tdk.runner import RetryPolicy, ToolRunner
-
-    try:
-        from tdk.hosts import mcp
-    except ImportError as missing:
-        print(f"tdk serve: {missing}", file=sys.stderr)
-        return 1
-    # Failures are logged one line each on stderr (stdout is the protocol's, on stdio).
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
-    context = mcp.context_from_environment(toolkit)
-    for item in toolkit:
-        for secret in item.definition.requirements.secrets:
-            if secret not in context.secrets:
-                print(
-                    f"tdk serve: {secret} is not set in the environment: calls of "
-                    f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT",
-                    file=sys.stderr,
-                )
-    transport: Literal["stdio", "http"] = "http" if options.http else "stdio"
-    if options.http:
-        print(f"tdk serve: http://{options.host}:{options.port}/mcp", file=sys.stderr)
-    runner = ToolRunner(toolkit, retry=RetryPolicy(), deadline=options.deadline)
-    serving = mcp.serve(
-        toolkit, transport, host=options.host, port=options.port, runner=runner, context=context
-    )
-    try:
-        run_in_new_loop(serving)
-    except OSError as cannot:  # a port in use, an address not of this machine
-        reason = cannot.strerror or type(cannot).__name__
-        print(
-            f"tdk serve: cannot serve on {options.host}:{options.port}: {reason}", file=sys.stderr
-        )
-        return 1
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tdk`` command with ``argv`` (default: the process's arguments)."""
     parser, run = _parser()
@@ -247,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command(options: argparse.Namespace) -> int:
+    if options.command == "serve":
+        return serve_command(options, lambda: _toolkit_or_report(options.target))
     toolkit = _toolkit_or_report(options.target)
     if toolkit is None:
         return 1
@@ -254,9 +224,15 @@ def _command(options: argparse.Namespace) -> int:
         return _check(toolkit)
     if options.command == "schema":
         return _schema(toolkit, options.format)
-    if options.command == "serve":
-        return _serve(toolkit, options)
     return _run(toolkit, options)
+
+
+def port(text: str) -> int:
+    """A TCP port, 1 to 65535 (for argparse: its ``ValueError`` is a usage error)."""
+    number = int(text)
+    if not 1 <= number <= 65535:
+        raise ValueError(number)
+    return number
 
 
 def seconds(text: str) -> float:
@@ -299,7 +275,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     serve.add_argument("target", help=target)
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
     serve.add_argument("--host", default="127.0.0.1", help="with --http (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="with --http (default 8000)")
+    serve.add_argument("--port", type=port, default=8000, help="with --http (default 8000)")
     serve.add_argument(
         "--deadline",
         type=seconds,

@@ -190,8 +190,9 @@ def _validated(
 
 
 def _checked_output(spec: ToolSpec, value: object) -> Any:
-    """The return value validated by the return annotation and serialised as JSON data, or a
-    :class:`~tdk.errors.ToolOutputError` (a mismatch, or a value JSON cannot carry)."""
+    """The return value validated by the return annotation and serialised as JSON data (by
+    alias, as the output schema names fields), or a :class:`~tdk.errors.ToolOutputError` (a
+    mismatch, or a value JSON cannot carry)."""
     adapter = spec.output_adapter
     try:
         output = adapter.serializer.to_python(
@@ -199,6 +200,7 @@ def _checked_output(spec: ToolSpec, value: object) -> Any:
             if spec.output_extra is None
             else adapter.validator.validate_python(value, extra=spec.output_extra),
             mode="json",
+            by_alias=True,  # the names the output schema advertises
         )
         if spec.output_numbers:
             _check_numbers(output)

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar, cast
 
+from tdk._redact import encodable
 from tdk.errors import LARGEST_DETAIL_INT, MAX_DETAILS_ITEMS
 
 #: How deep containers in ``details`` are copied; deeper ones are named.
@@ -130,3 +131,18 @@ def _json_key(key: object) -> str:
         return text if type(text) is str else str.__str__(text)  # (a subclass: plain)
     except Exception:
         return f"<{type(key).__name__[:200]}>"
+
+
+def utf8_copy(value: Any) -> Any:
+    """A copy of JSON data (a tool's validated value) in which every text (key or value)
+    encodes as UTF-8: each lone surrogate, as a name read with ``surrogateescape`` holds,
+    becomes U+FFFD. Only called for a value that failed to encode, so it never runs on the
+    way of a call that succeeds."""
+    kind = type(value)
+    if kind is str:
+        return encodable(value)
+    if kind is dict:
+        return {utf8_copy(key): utf8_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [utf8_copy(item) for item in value]
+    return value

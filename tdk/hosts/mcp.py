@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, cast
 
@@ -37,22 +40,32 @@ try:
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
+    from mcp.server.transport_security import TransportSecuritySettings
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
     raise ImportError(
         "tdk.hosts.mcp needs the mcp package: pip install 'tdk-tools[mcp]'"
     ) from missing
 
+from pydantic_core import to_json
+
 from tdk import __version__
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
+from tdk._error_info import make_error_info
+from tdk._execute import failure_result, shown_name
+from tdk._json_safe import utf8_copy
+from tdk._redact import encodable
 from tdk._result import ToolResult
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
+from tdk.errors import ToolOutputError
 from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
 from tdk.hosts._source import Source, rendered
 from tdk.runner import ToolRunner
 
 __all__ = ["context_from_environment", "result", "serve", "server", "tools"]
+
+logger = logging.getLogger("tdk.hosts.mcp")
 
 #: What ``context=`` takes: one context for every call, or a function making one per call.
 ContextSource = ToolContext | Callable[[], ToolContext] | None
@@ -83,16 +96,23 @@ def result(
 
 def _answer(tool_result: ToolResult, *, wrapped: bool) -> dict[str, Any]:
     """The ``CallToolResult`` of ``tool_result`` in its wire form (as :func:`result` says)."""
-    text = [{"type": "text", "text": tool_result.for_model()}]
     error = tool_result.error
     if error is None:
         value = tool_result.value
+        try:  # the text, and the proof that the value encodes as UTF-8
+            shown = value if type(value) is str else to_json(value).decode()
+        except ValueError:  # a lone surrogate (a file name read with surrogateescape...)
+            value = utf8_copy(value)
+            shown = tool_result.model_copy(update={"value": value}).for_model()
+        if not wrapped and type(value) is not dict:  # an output schema that says "object" wrongly
+            return _answer(_bad_output(tool_result), wrapped=False)
         return {
             **_DEFAULTS,
-            "content": text,
+            "content": [{"type": "text", "text": encodable(shown)}],
             "structuredContent": {"result": value} if wrapped else value,
             "isError": False,
         }
+    text = [{"type": "text", "text": tool_result.for_model()}]
     facts = {
         "kind": error.kind.value,
         "category": error.category.value,
@@ -102,6 +122,21 @@ def _answer(tool_result: ToolResult, *, wrapped: bool) -> dict[str, Any]:
         "additional_prompt_content": error.additional_prompt_content,
     }
     return {**_DEFAULTS, "content": text, "isError": True, "_meta": {"tdk/error": facts}}
+
+
+def _bad_output(tool_result: ToolResult) -> ToolResult:
+    """The failed result of a tool whose value is not the object its output schema says."""
+    return tool_result.model_copy(
+        update={
+            "value": None,
+            "error": make_error_info(
+                ToolOutputError,
+                "The tool failed: it returned a result that does not match its declared type.",
+                tool_result.tool,
+                details={"reason": "the output schema says object; the value is not one"},
+            ),
+        }
+    )
 
 
 #: The fields of an empty ``CallToolResult`` in their wire form (``resultType`` in the SDK's
@@ -139,8 +174,24 @@ def server(
         request: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         call_id = None if request.request_id is None else str(request.request_id)
-        each = context() if callable(context) else context
-        outcome = await running.run(params.name, params.arguments, context=each, call_id=call_id)
+        started = time.perf_counter()
+        try:
+            each = await _context_for_call(context)
+            outcome = await running.run(
+                params.name, params.arguments, context=each, call_id=call_id
+            )
+        except (Exception, SystemExit, KeyboardInterrupt) as broken:
+            # A tool body that exits (argparse on the model's input), a context function or
+            # a state store that fails: the call's answer, never the server's end.
+            outcome = failure_result(
+                shown_name(params.name, None),
+                broken,
+                call_id=call_id,
+                context=None,
+                attempts=0,
+                started=started,
+                include_stacktrace=False,
+            )
         wrapped = outcome.error is None and (
             wraps[outcome.tool]
             if outcome.tool in wraps
@@ -152,13 +203,30 @@ def server(
         # (once, instead of a model built here and dumped there).
         return cast(types.CallToolResult, _answer(outcome, wrapped=wrapped))
 
+    def input_schema(tool_name: str) -> Mapping[str, Any] | None:
+        # (the SDK checks a modern client's Mcp-Param headers with it, instead of listing
+        # every tool on every call)
+        return toolkit.get(tool_name).definition.input_schema if tool_name in toolkit else None
+
     return Server(
         name or toolkit.name,
         version=toolkit.version or __version__,
         description=toolkit.description,
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+async def _context_for_call(context: ContextSource) -> ToolContext | None:
+    """The context of one call: ``context``, or what the function ``context`` returns (awaited
+    when it is a coroutine); ``TypeError`` for anything else."""
+    each: Any = context() if callable(context) else context
+    if inspect.isawaitable(each):
+        each = await each
+    if each is not None and not isinstance(each, ToolContext):
+        raise TypeError(f"context= gave a {type(each).__name__}, not a ToolContext")
+    return each
 
 
 async def serve(
@@ -183,7 +251,7 @@ async def serve(
         raise ValueError(f"transport must be 'stdio' or 'http', not {transport!r}")
     import uvicorn
 
-    app = mcp_server.streamable_http_app(host=host)
+    app = mcp_server.streamable_http_app(host=host, transport_security=_security(host))
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
     )
@@ -196,6 +264,30 @@ async def serve(
             http.should_exit = True
             await serving
             raise
+
+
+#: The names of this machine's loopback, as a Host or Origin header gives them.
+_LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _security(host: str) -> TransportSecuritySettings | None:
+    """Protection against DNS rebinding: requests must name the address served (or a loopback
+    name) in ``Host`` and ``Origin``. A server on every interface (``0.0.0.0``) cannot know its
+    own names: it runs without, and says so."""
+    if host in ("", "0.0.0.0", "::"):  # noqa: S104 (named, to be warned about)
+        logger.warning(
+            "serving on every interface (%r): no DNS-rebinding protection and no "
+            "authentication; put it behind a proxy that checks Host and authenticates",
+            host,
+        )
+        return None
+    named = f"[{host}]" if ":" in host else host
+    names = dict.fromkeys((named, *_LOOPBACK))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"{scheme}://{name}:*" for name in names for scheme in ("http", "https")],
+    )
 
 
 @contextlib.contextmanager

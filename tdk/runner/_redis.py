@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 import math
+import random
 import secrets
 import time
 from collections.abc import Callable
@@ -60,11 +61,16 @@ _R = TypeVar("_R")
 
 #: Added to every time to live: state outlives its period by this much before it goes.
 _TTL_MARGIN_MS: Final = 1000
-#: How many times an optimistic change is tried before it is applied without Redis.
-_MAX_CONFLICTS: Final = 16
+#: How many times an optimistic change is tried before it gives up (a ``RuntimeError``).
+_MAX_CONFLICTS: Final = 32
 _OUTCOMES: Final = {SUCCESS: "success", FAILURE: "failure", NEUTRAL: "neutral"}
 _STATES: Final = {state.value: state for state in CircuitState}
 _SECOND_US: Final = 1_000_000
+_CLOSED: Final = CircuitState.CLOSED
+_POLICIES: Final = frozenset({"rate_limit", "circuit"})
+_SCRIPTED: Final = (admit, acquire, record, peek)
+#: What ``record`` answers for a success that a quiet closed circuit has nothing to do with.
+_QUIET: Final = (_CLOSED, _CLOSED, 0)
 
 
 class RedisStore:
@@ -75,8 +81,9 @@ class RedisStore:
         store = RedisStore("redis://localhost:6379/0")
         runner = ToolRunner(toolkit, rate_limit=RateLimit(10, 1.0, scope="github"), store=store)
 
-    ``url_or_client`` is a ``redis://`` URL or a ``redis.asyncio`` client (which the store
-    then uses as it is). ``prefix`` starts every key. ``timeout`` bounds each command (and,
+    ``url_or_client`` is a ``redis://`` URL or a ``redis.asyncio`` client, ``Redis`` or
+    ``RedisCluster`` (which the store then uses as it is: keys are hash-tagged, and each
+    script touches one key). ``prefix`` starts every key. ``timeout`` bounds each command (and,
     for a URL, connecting): past it, the call goes on with per-process state.
     ``retry_interval`` is how long an outage leaves Redis alone before the next try.
 
@@ -85,28 +92,31 @@ class RedisStore:
 
     def __init__(
         self,
-        url_or_client: str | aioredis.Redis,
+        url_or_client: str | aioredis.Redis | aioredis.RedisCluster,
         *,
         prefix: str = "tdk",
         timeout: float = 0.25,
         retry_interval: float = 1.0,
     ) -> None:
-        if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
-            raise ValueError(f"prefix must be a non-empty str without braces, not {prefix!r}")
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+        if not prefix or "{" in prefix or "}" in prefix:
+            raise ValueError(f"prefix must be non-empty and without braces, not {prefix!r}")
         for name, value in (("timeout", timeout), ("retry_interval", retry_interval)):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise TypeError(f"{name} must be a number of seconds, not {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+        client: aioredis.Redis | aioredis.RedisCluster
         if isinstance(url_or_client, str):
             client = aioredis.Redis.from_url(
                 url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
             )
-        elif isinstance(url_or_client, aioredis.Redis):
+        elif isinstance(url_or_client, aioredis.Redis | aioredis.RedisCluster):
             client = url_or_client
         else:
             raise TypeError(
-                f"RedisStore takes a redis:// URL or a redis.asyncio.Redis client, not "
+                f"RedisStore takes a redis:// URL or a redis.asyncio client, not "
                 f"{type(url_or_client).__name__}"
             )
         self.client: Final = client
@@ -119,6 +129,9 @@ class RedisStore:
         self._record = client.register_script(RECORD)
         self._peek = client.register_script(PEEK)
         self._fallback = InMemoryStore()
+        self._quiet: dict[str, int | None] = {}
+        """Circuit key -> the generation in which this store last admitted an attempt into a
+        closed circuit without failures (see ``_shared``)."""
         self._down_until: float | None = None
         """While Redis is out: the monotonic time of the next try."""
 
@@ -129,10 +142,13 @@ class RedisStore:
         return "shared" if self._down_until is None else "fallback"
 
     def key(self, key: str) -> str:
-        """The Redis key of a runner's state key (``tdk:limiter:scope:github`` ->
-        ``{tdk:scope:github}:limiter``)."""
-        _, policy, rest = key.split(":", 2) if key.count(":") >= 2 else ("", "state", key)
-        return f"{{{self.prefix}:{rest}}}:{policy}"
+        """The Redis key of a state key: a runner's (``tdk:circuit:scope:github`` ->
+        ``{tdk:scope:github}:circuit``), or any other (``jobs:1`` ->
+        ``{tdk:custom:jobs:1}``). Distinct keys stay distinct."""
+        parts = key.split(":", 2)
+        if len(parts) == 3 and parts[0] == "tdk" and parts[1] in _POLICIES:
+            return f"{{{self.prefix}:{parts[2]}}}:{parts[1]}"
+        return f"{{{self.prefix}:custom:{key}}}"
 
     async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """Apply ``change`` to the state under ``key`` atomically (see
@@ -145,10 +161,9 @@ class RedisStore:
                 return self._fallback.apply(key, change, *args)
             self._down_until = now + self.retry_interval  # this call tries; the others wait
         try:
-            async with asyncio.timeout(self.timeout):
-                answer: _R = await self._shared(self.key(key), change, args)
+            answer: _R = await self._shared(self.key(key), change, args)
         except (RedisError, OSError, TimeoutError) as failure:
-            self._went_down(failure, down_until is None)
+            self._went_down(failure)
             return self._fallback.apply(key, change, *args)
         if down_until is not None:
             self._down_until = None
@@ -160,24 +175,40 @@ class RedisStore:
         """Close the client's connections."""
         await self.client.aclose()
 
-    def _went_down(self, failure: BaseException, new_outage: bool) -> None:
-        if new_outage:  # one WARNING per outage
+    def _went_down(self, failure: BaseException) -> None:
+        if self._down_until is None:  # one WARNING per outage, whatever the calls in flight
             logger.warning(
-                "Redis is unreachable (%s): runner state is per process until it answers",
+                "Redis failed (%s): runner state is per process until it answers",
                 type(failure).__name__,
             )
         self._down_until = time.monotonic() + self.retry_interval
 
     async def _shared(self, key: str, change: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        if change is admit:
-            return await self._admitted(key, args[0])
-        if change is acquire:
-            return await self._acquired(key, args[0], args[2] if len(args) > 2 else None)
-        if change is record:
-            return await self._recorded(key, args[0], args[2], args[3])
-        if change is peek:
-            return bool(await self._peek(keys=[key], args=_peek_args(args[0])))
-        return await self._optimistic(key, change, args)
+        if change is record and args[3] is SUCCESS and self._quiet.get(key) == args[2]:
+            # A success admitted by a circuit that was closed and clean: it has nothing to
+            # reset (a failure another worker reported since is newer than this success,
+            # which began before it), so no round trip; the answer is the circuit as this
+            # store last saw it.
+            return _QUIET
+        if change not in _SCRIPTED:
+            return await self._optimistic(key, change, args)
+        async with asyncio.timeout(self.timeout):
+            if change is admit:
+                return await self._admitted(key, args[0])
+            if change is peek:
+                return bool(await self._peek(keys=[key], args=_peek_args(args[0])))
+            if change is acquire:
+                verdict = await self._acquired(key, args[0], args[2] if len(args) > 2 else None)
+                generation, after, failures = verdict[0], verdict[2], verdict[3]
+                answer: Any = verdict
+            else:
+                answer = await self._recorded(key, args[0], args[2], args[3])
+                generation, after, failures = args[2], answer[1], answer[2]
+        if after is _CLOSED and failures == 0:
+            self._quiet[key] = generation
+        else:
+            self._quiet.pop(key, None)
+        return answer
 
     async def _admitted(self, key: str, limit: RateLimit) -> float:
         period_us = _us(limit.period)
@@ -197,7 +228,7 @@ class RedisStore:
                 _us(policy.reset_timeout),
                 policy.half_open_max_calls,
                 _us(lifetime),
-                _ttl_ms(max(policy.reset_timeout, lifetime)),
+                _ttl_ms(2 * max(policy.reset_timeout, lifetime)),
             ],
         )
         return (
@@ -217,7 +248,7 @@ class RedisStore:
                 generation,
                 _OUTCOMES[outcome],
                 policy.failure_threshold,
-                _ttl_ms(policy.reset_timeout),
+                _ttl_ms(2 * policy.reset_timeout),
             ],
         )
         return _state(before), _state(after), int(failures)
@@ -227,19 +258,26 @@ class RedisStore:
     ) -> _R:
         """``change`` applied with ``WATCH``/``MULTI``: the state as JSON, retried on a
         conflict (at most ``_MAX_CONFLICTS`` times, then a ``RedisError``: per process)."""
+        pause = 0.001
         async with self.client.pipeline(transaction=True) as pipe:
             for _ in range(_MAX_CONFLICTS):
                 try:
-                    await pipe.watch(key)
-                    stored = await pipe.get(key)
-                    state, answer = change(None if stored is None else json.loads(stored), *args)
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.set(key, json.dumps(state, default=_json_value))
-                    await pipe.execute()
+                    async with asyncio.timeout(self.timeout):
+                        await pipe.watch(key)
+                        stored = await pipe.get(key)
+                        old = None if stored is None else json.loads(stored)
+                        state, answer = change(old, *args)
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        pipe.set(key, json.dumps(state, default=_json_value))
+                        await pipe.execute()
                     return answer
-                except WatchError:
-                    continue
-        raise RedisError(f"{_MAX_CONFLICTS} conflicting writes in a row")
+                except WatchError:  # another worker wrote first: again, after a pause
+                    await asyncio.sleep(random.uniform(0, pause))  # noqa: S311 (jitter)
+                    pause = min(pause * 2, 0.1)
+        raise RuntimeError(
+            f"the state under {key!r} changed {_MAX_CONFLICTS} times while this change was "
+            "applied: too many workers change it at once"
+        )
 
 
 def _us(seconds: float) -> int:

@@ -1,0 +1,176 @@
+"""Cost of ``RedisStore`` on loopback: per call, against the in-memory store and a round trip.
+
+1. Per call: the runner with a rate limit and a circuit breaker on ``RedisStore`` against the
+   same runner on the in-memory store, and against one bare ``EVALSHA`` round trip (a script
+   returning 1). A call with a limiter and a breaker makes two round trips (``admit``, then
+   ``acquire``: a closed circuit's ``acquire`` writes nothing); the report of the outcome is a
+   third only when it can change the circuit (a success reported to a closed circuit that
+   had no failures is not sent).
+2. Throughput: calls per second with 1, 4 and 16 worker processes sharing one scope (a limit
+   far above what they reach, so every call is admitted and every call is a round trip).
+
+Starts its own ``redis-server`` on a free port of 127.0.0.1 (the Debian package).
+
+Run: python bench/bench_redis.py [--calls N] [--seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import redis.asyncio as aioredis
+
+from tdk import CircuitBreaker, RateLimit, Toolkit, ToolRunner, tool
+from tdk.runner import RedisStore
+
+
+@tool(read_only=True, inline=True)
+def lookup(key: Annotated[str, "What to look up."]) -> str:
+    """Look a key up."""
+    return key
+
+
+LIMIT = RateLimit(calls=1_000_000, period=1.0, scope="bench")
+BREAKER = CircuitBreaker(failure_threshold=5, reset_timeout=30.0, scope="bench")
+
+
+def runner_on(store: Any) -> ToolRunner:
+    return ToolRunner(
+        Toolkit("bench", [lookup]), rate_limit=LIMIT, circuit_breaker=BREAKER, store=store
+    )
+
+
+async def per_call_us(calls: int, *paths: Callable[[], Awaitable[Any]]) -> list[float]:
+    best = [float("inf")] * len(paths)
+    for _ in range(5):
+        for index, path in enumerate(paths):
+            started = time.perf_counter()
+            for _ in range(calls):
+                await path()
+            best[index] = min(best[index], (time.perf_counter() - started) / calls * 1e6)
+    return best
+
+
+async def per_call(url: str, calls: int) -> None:
+    store = RedisStore(url, prefix="bench-per-call")
+    shared, local = runner_on(store), runner_on(None)
+    client = aioredis.Redis.from_url(url)
+    one = client.register_script("return 1")
+    await client.flushdb()
+
+    async def on_redis() -> object:
+        return await shared.run("lookup", {"key": "k"})
+
+    async def in_memory() -> object:
+        return await local.run("lookup", {"key": "k"})
+
+    async def round_trip() -> object:
+        return await one()
+
+    assert (await on_redis()).is_success  # type: ignore[attr-defined]
+    redis_us, memory_us, trip_us = await per_call_us(calls, on_redis, in_memory, round_trip)
+    await store.aclose()
+    await client.aclose()
+    print(f"{'per call':<48} {'us':>8} {'ratio':>8}")
+    print(f"{'runner, in-memory store':<48} {memory_us:8.1f} {1:8.2f}x")
+    ratio = redis_us / memory_us
+    print(f"{'runner, RedisStore (limiter + breaker)':<48} {redis_us:8.1f} {ratio:8.2f}x")
+    print(f"{'one bare EVALSHA round trip':<48} {trip_us:8.1f}")
+    print(
+        f"RedisStore's cost over in-memory, in round trips: {(redis_us - memory_us) / trip_us:.2f}"
+    )
+
+
+def worker(url: str, seconds: float, start_at: float, counts: Any) -> None:
+    async def hammer() -> int:
+        store = RedisStore(url, prefix="bench-workers")
+        runner = runner_on(store)
+        await runner.run("lookup", {"key": "warm-up"})
+        while time.time() < start_at:
+            await asyncio.sleep(0.001)
+        done = 0
+        while time.time() < start_at + seconds:
+            done += (await runner.run("lookup", {"key": "k"})).is_success
+        await store.aclose()
+        return done
+
+    counts.put(asyncio.run(hammer()))
+
+
+def throughput(url: str, workers: int, seconds: float) -> float:
+    context = multiprocessing.get_context("spawn")
+    counts = context.Queue()
+    start_at = time.time() + 1.5 + 0.1 * workers  # every worker imported and connected
+    processes = [
+        context.Process(target=worker, args=(url, seconds, start_at, counts))
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    total = sum(counts.get(timeout=60 + seconds) for _ in processes)
+    for process in processes:
+        process.join(timeout=30)
+    return total / seconds
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, 4, 16])
+    options = parser.parse_args()
+    if shutil.which("redis-server") is None:
+        sys.exit("bench_redis.py needs redis-server (the Debian package redis-server)")
+    port, folder = free_port(), tempfile.mkdtemp()
+    server = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            folder,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        asyncio.run(per_call(url, options.calls))
+        print(f"\n{'workers on one scope':<48} {'calls/s':>8}")
+        for workers in options.workers:
+            rate = throughput(url, workers, options.seconds)
+            print(f"{workers:>3} worker process(es){'':<27} {rate:8.0f}")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""``tdk serve``: a module's tools over MCP, from the command line (see ``docs/mcp.md``).
+
+The target is loaded after the server's own packages (so that a tool file named ``mcp.py``
+or ``uvicorn.py`` is reported as the name clash it is, not as a missing package), and, on
+stdio, with the standard streams set aside: what the module prints while it is imported goes
+to stderr, and it reads nothing of the protocol from stdin. Ctrl-C or SIGTERM stops the
+server as its own shutdown would: sessions end, the socket closes, status 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, Literal
+
+from tdk._loop import run_in_new_loop
+from tdk._toolkit import Toolkit
+
+__all__ = ["serve_command"]
+
+
+def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None]) -> int:
+    """Run ``tdk serve`` with the parsed ``options``; ``load`` loads the target's toolkit (or
+    reports why it cannot and gives None). Returns the exit status."""
+    try:
+        from tdk.hosts import mcp
+
+        if options.http:
+            import uvicorn  # noqa: F401 (loaded before the target: see the module docstring)
+    except ImportError as missing:
+        print(f"tdk serve: {missing}", file=sys.stderr)
+        return 1
+    with contextlib.nullcontext() if options.http else _standard_streams_aside():
+        toolkit = load()
+    if toolkit is None:
+        return 1
+    # Failures are logged one line each on stderr (stdout is the protocol's, on stdio).
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    context = mcp.context_from_environment(toolkit)
+    for item in toolkit:
+        for secret in item.definition.requirements.secrets:
+            if secret not in context.secrets:
+                print(
+                    f"tdk serve: {secret} is not set in the environment: calls of "
+                    f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT",
+                    file=sys.stderr,
+                )
+    from tdk.runner import RetryPolicy, ToolRunner
+
+    transport: Literal["stdio", "http"] = "http" if options.http else "stdio"
+    if options.http:
+        print(f"tdk serve: http://{options.host}:{options.port}/mcp", file=sys.stderr)
+    runner = ToolRunner(toolkit, retry=RetryPolicy(), deadline=options.deadline)
+    serving = mcp.serve(
+        toolkit, transport, host=options.host, port=options.port, runner=runner, context=context
+    )
+    try:
+        interrupted = run_in_new_loop(_until_signalled(serving))
+    except OSError as cannot:  # a port in use, an address not of this machine
+        reason = cannot.strerror or type(cannot).__name__
+        print(
+            f"tdk serve: cannot serve on {options.host}:{options.port}: {reason}", file=sys.stderr
+        )
+        return 1
+    if not interrupted:
+        return 0
+    print("tdk: interrupted", file=sys.stderr)
+    if not options.http:
+        # The SDK's reader of stdin is a thread blocked in read(): it would hold the process
+        # until the host writes again. Everything is shut down and flushed; leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return 130
+
+
+async def _until_signalled(serving: Coroutine[Any, Any, None]) -> bool:
+    """Run ``serving`` until it ends (False) or SIGINT or SIGTERM cancels it (True)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(serving)
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for each in signals:
+        loop.add_signal_handler(each, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if task.cancelled() and not _cancelling(asyncio.current_task()):
+            return True
+        raise
+    finally:
+        for each in signals:
+            loop.remove_signal_handler(each)
+    return False
+
+
+def _cancelling(task: asyncio.Task[Any] | None) -> bool:
+    return task is not None and task.cancelling() > 0
+
+
+@contextlib.contextmanager
+def _standard_streams_aside() -> Iterator[None]:
+    """fd 1 to stderr and fd 0 from /dev/null while the target is imported, then back."""
+    sys.stdout.flush()
+    saved = os.dup(0), os.dup(1)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(nothing, 0)
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()  # (what the module printed, to stderr still)
+        os.dup2(saved[0], 0)
+        os.dup2(saved[1], 1)
+        for fd in (*saved, nothing):
+            os.close(fd)
