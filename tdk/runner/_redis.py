@@ -9,7 +9,8 @@ conflict, a bounded number of times.
 
 Keys are ``{<prefix>:<scope>}:<policy>``: the part in braces is Redis Cluster's hash tag, so
 that the state of one scope lives in one slot. Each write renews a time to live of the
-period (limiter) or the reset timeout (circuit) plus a margin: idle state goes away.
+period (limiter), or twice the reset timeout or probe lifetime (circuit), plus a second:
+idle state goes away.
 
 Redis unreachable or slow never fails a call. A command that fails or takes longer than
 ``timeout`` switches the store to per-process state (the same rules, in this process, with
@@ -256,8 +257,9 @@ class RedisStore:
     async def _optimistic(
         self, key: str, change: Callable[..., tuple[Any, _R]], args: tuple[Any, ...]
     ) -> _R:
-        """``change`` applied with ``WATCH``/``MULTI``: the state as JSON, retried on a
-        conflict (at most ``_MAX_CONFLICTS`` times, then a ``RedisError``: per process)."""
+        """``change`` applied with ``WATCH``/``MULTI``: the state as JSON, tried again after
+        a short jittered pause on a conflict, at most ``_MAX_CONFLICTS`` times (then a
+        ``RuntimeError``: contention is no outage)."""
         pause = 0.001
         async with self.client.pipeline(transaction=True) as pipe:
             for _ in range(_MAX_CONFLICTS):

@@ -10,7 +10,8 @@ and durations are whole microseconds (exact in Lua's doubles until the year 2255
 - A circuit is a hash (``state``, ``failures``, ``opened_at``, ``probes``, ``probes_expire``,
   ``generation``); a report from an earlier generation changes nothing, and probes expire.
 
-Every write renews the key's time to live: idle state goes away. A script returns integers
+Every write renews the key's time to live (a circuit's is never shortened: a probe admitted
+with a long lifetime may still be out): idle state goes away. A script returns integers
 (Redis turns Lua numbers into integers) and state names; -1 stands for "none".
 """
 
@@ -59,7 +60,9 @@ end
 local function save(ttl)
   redis.call('HSET', KEYS[1], 'state', state, 'failures', failures, 'opened_at', opened_at,
     'probes', probes, 'probes_expire', expire, 'generation', generation)
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then  -- never shortened (a probe still out)
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  end
 end
 """
 
