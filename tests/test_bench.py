@@ -55,6 +55,12 @@ BENCH = Path(__file__).parent.parent / "bench"
             id="mcp",
         ),
         pytest.param(
+            "bench_redis.py",
+            ["--calls", "20", "--seconds", "0.3", "--workers", "1", "2"],
+            ["runner, RedisStore", "bare EVALSHA", "worker process"],
+            id="redis",
+        ),
+        pytest.param(
             "bench_define.py",
             ["--tools", "20", "--repeat", "1", "--imports", "1"],
             ["@tool", "Memory for 20 tools", "import tdk"],
