@@ -24,6 +24,7 @@ from tdk._definition import ToolDefinition, ToolSpec
 from tdk._execute import execute, map_direct_call_error
 from tdk._loop import run_in_new_loop
 from tdk._result import ToolResult
+from tdk._telemetry import active
 from tdk.errors import ToolDefinitionError
 
 __all__ = ["Tool", "tool"]
@@ -110,7 +111,7 @@ class Tool(Generic[_P, _R]):
         ``timeout`` overrides the tool's own limit for this call (None: no limit).
         ``include_stacktrace`` puts the redacted traceback into ``result.error.stacktrace``.
         """
-        return execute(
+        running = execute(
             self.fn,
             self.spec,
             self.definition.name,
@@ -120,6 +121,8 @@ class Tool(Generic[_P, _R]):
             timeout=timeout,
             include_stacktrace=include_stacktrace,
         )
+        telemetry = active()  # (None unless OpenTelemetry is installed and configured)
+        return running if telemetry is None else telemetry.call(running, self.name, call_id)
 
     def run_sync(
         self,

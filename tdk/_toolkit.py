@@ -29,6 +29,7 @@ from tdk._execute import MAX_SHOWN_NAME, check_call_id, failure_result, shown_na
 from tdk._mapping import describe
 from tdk._redact import redact_text
 from tdk._result import ToolResult
+from tdk._telemetry import active
 from tdk._tool import Tool, definition_errors_recorded
 from tdk.errors import ToolDefinitionError, ToolkitLoadError, ToolNotFoundError
 
@@ -149,7 +150,7 @@ class Toolkit:
                 raise TypeError(f"the tool name must be a str, not {type(name).__name__}")
             check_call_id(call_id)
             shown = shown_name(name, context)
-            return failure_result(
+            result = failure_result(
                 shown,
                 self._not_found(name, shown),
                 call_id=call_id,
@@ -157,6 +158,12 @@ class Toolkit:
                 attempts=0,
                 started=perf_counter(),
                 include_stacktrace=traced,
+            )
+            telemetry = active()
+            return (
+                result
+                if telemetry is None
+                else await telemetry.call(_ready(result), shown, call_id)
             )
         return await tool.run(
             arguments,
@@ -240,6 +247,10 @@ class Toolkit:
                 module=module.__name__,
             )
         return toolkit
+
+
+async def _ready(result: ToolResult) -> ToolResult:
+    return result
 
 
 def import_root(path: str | os.PathLike[str]) -> Path:

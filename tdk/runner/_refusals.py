@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from tdk._telemetry import circuit_changed
 from tdk.errors import (
     ErrorInfo,
     ToolBulkheadFullError,
@@ -132,7 +133,9 @@ def log_decision(
 
 
 def log_transition(name: str, before: CircuitState, after: CircuitState, failures: int) -> None:
-    """One INFO record for a circuit that changed state; ``tdk_circuit`` holds the facts."""
+    """One INFO record for a circuit that changed state; ``tdk_circuit`` holds the facts (and
+    the change is an event and a metric, when OpenTelemetry is on)."""
+    circuit_changed(name, before.value, after.value)
     if not logger.isEnabledFor(logging.INFO):
         return
     facts = {"tool": name, "from": before.value, "to": after.value, "failure_count": failures}

@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, Final
@@ -31,6 +31,7 @@ from tdk._definition import ToolDefinition
 from tdk._exchanges import ANSWERED, pass_answers_on
 from tdk._execute import check_call_id, execute, failure_result, shown_name
 from tdk._result import ToolResult
+from tdk._telemetry import active, counted, event, traced_attempt
 from tdk._threads import Job
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
@@ -330,14 +331,14 @@ class ToolRunner:
             ]
         return [task.result() for task in tasks]
 
-    async def run(
+    def run(
         self,
         name: str,
         arguments: Arguments = None,
         *,
         context: ToolContext | None = None,
         call_id: str | None = None,
-    ) -> ToolResult:
+    ) -> Coroutine[Any, Any, ToolResult]:
         """Run one call of the tool called ``name`` (ignoring case) under its policies.
 
         Returns the tool's result; or its last failure, when no retry was allowed or possible
@@ -347,6 +348,20 @@ class ToolRunner:
         ``error.details["attempts"]`` count invocations of the tool body. Never raises for a
         failed call; cancellation propagates.
         """
+        running = self._run(name, arguments, context=context, call_id=call_id)
+        telemetry = active()  # (None unless OpenTelemetry is installed and configured)
+        if telemetry is None:
+            return running
+        return telemetry.call(running, name if type(name) is str else "", call_id)
+
+    async def _run(
+        self,
+        name: str,
+        arguments: Arguments,
+        *,
+        context: ToolContext | None,
+        call_id: str | None,
+    ) -> ToolResult:
         started = perf_counter()
         if type(name) is not str or (call_id is not None and type(call_id) is not str):
             _check_call(name, call_id)
@@ -466,8 +481,8 @@ class ToolRunner:
         waited: bool,
         lingering: list[Job] | None,
     ) -> ToolResult:
-        """The retry loop: admit an attempt (``ticket``: the circuit's, for the first), run it,
-        tell the circuit; after a failure, decide, and prepare the retry; return a result."""
+        """The retry loop: admit an attempt (``ticket``: the circuit's, for the first), run it
+        (traced), tell the circuit; after a failure, decide, prepare the retry; a result."""
         limiter = plan.policies.rate_limit
         caller = (context, call_id, started)  # (for a refusal)
         tries = attempts = 0
@@ -496,9 +511,8 @@ class ToolRunner:
                             return admitted
                         limit, waited = admitted if deadline_at is not None else limit, True
                 tries += 1
-                if last is not None:
-                    self._counters.retries += 1
-                result = await execute(
+                self._counters.retries += last is not None
+                attempt = execute(
                     plan.tool.fn,
                     plan.tool.spec,
                     plan.name,
@@ -509,6 +523,7 @@ class ToolRunner:
                     include_stacktrace=self.toolkit.include_stacktrace,
                     lingering=lingering,
                 )
+                result = await traced_attempt(attempt, plan.name, tries)
             finally:  # the circuit's ticket, used or handed back
                 opened = False
                 if ticket is not None:
@@ -547,6 +562,9 @@ class ToolRunner:
         """Wait ``wait`` seconds before a retry, then for the bodies of earlier attempts
         still running (a retry never overlaps them), then ask the circuit: its ticket for the
         retry (None without a circuit), or the last failure if the retry cannot run."""
+        kind = last.error.kind.value if last.error is not None else ""
+        event("tdk.retry", {"tdk.wait_ms": wait_ms(wait), "error.type": kind})
+        counted("retries", plan.name)
         await self._sleep(wait)
         if lingering and not await _bodies_ended(lingering, plan.own_timeout):
             return self._gave_up(plan, last, attempts, started, reason="still_running")
@@ -644,6 +662,7 @@ class ToolRunner:
                 deadline_at is not None and self._clock() + wait >= deadline_at
             ):
                 return wait
+            event("tdk.rate_limit.wait", {"tdk.wait_ms": wait_ms(wait)})
             await self._sleep(wait)
             waited += wait
             changed = (
@@ -937,6 +956,8 @@ def _refused(
 ) -> ToolResult:
     """The result of a call refused before the tool body ran: classified, redacted and
     logged once, like every failure."""
+    event("tdk.refused", {"error.type": error.kind.value})
+    counted("refusals", name, **{"error.type": error.kind.value})
     return failure_result(
         name,
         error,

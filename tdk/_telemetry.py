@@ -1,0 +1,261 @@
+"""OpenTelemetry spans and metrics of tool calls (extra ``tdk-tools[otel]``: the API only).
+
+Nothing here runs unless ``opentelemetry-api`` is installed AND the application has set a
+tracer provider or a meter provider: :func:`active` is the one check on the way of every
+call, and without OpenTelemetry it costs a global read. The API is imported the first time a
+call asks, never by ``import tdk``.
+
+What is recorded, following the GenAI semantic conventions:
+
+- each call (``tool.run``, ``Toolkit.run``, ``ToolRunner.run``) is a span ``execute_tool
+  {name}`` with ``gen_ai.operation.name = "execute_tool"``, ``gen_ai.tool.name``,
+  ``gen_ai.tool.call.id``, ``gen_ai.tool.type``; on failure ``error.type`` = the kind and the
+  status ERROR with the model-safe message. A runner's call has one child span per attempt
+  (``attempt {n} {name}``), and events for its retries (with the wait), limiter waits,
+  refusals and circuit changes;
+- metrics: ``tdk.tool.duration`` (a histogram of call durations in seconds, by tool and
+  outcome: the kind, or ``success``), ``tdk.tool.retries`` and ``tdk.tool.refusals``
+  (counters), ``tdk.circuit.state`` (a gauge: 0 closed, 1 half-open, 2 open).
+
+Arguments and values are never recorded; names, call ids and messages are the redacted ones
+tdk shows the model. An exception's text never becomes a status: only its type.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Coroutine, Mapping
+from types import SimpleNamespace
+from typing import Any, Final
+
+from tdk._redact import redact_text
+from tdk._result import ToolResult
+
+__all__ = ["Telemetry", "active", "circuit_changed", "counted", "event", "traced_attempt"]
+
+_UNSET: Final = object()
+
+
+#: The modules holding the API's provider globals, once the API is loaded and keeps them so.
+_providers: tuple[Any, Any] | None = None
+
+
+class _Loaded:
+    """What this module keeps: the API (``opentelemetry.trace`` and ``.metrics``; None when
+    it is not installed; loaded by the first :func:`active`) and the current telemetry."""
+
+    api: Any = _UNSET
+    current: Telemetry | None = None
+
+
+#: How long a call id or name may be in an attribute.
+_MAX_TEXT: Final = 256
+_CIRCUIT_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
+
+
+def active() -> Telemetry | None:
+    """The telemetry of the providers the application set, or None when OpenTelemetry is not
+    installed or neither a tracer nor a meter provider is set."""
+    if _providers is not None:  # the API's own globals: None until a provider is set
+        if _providers[0]._TRACER_PROVIDER is None and _providers[1]._METER_PROVIDER is None:
+            return None
+    elif _Loaded.api is None:
+        return None
+    api = _Loaded.api if _Loaded.api is not _UNSET else _load()
+    if api is None:
+        return None
+    tracers = api.trace.get_tracer_provider()
+    meters = api.metrics.get_meter_provider()
+    traced = not isinstance(tracers, api.trace.ProxyTracerProvider)
+    measured = type(meters).__name__ != "_ProxyMeterProvider"
+    if not (traced or measured):
+        return None
+    current = _Loaded.current
+    if current is None or current.tracers is not tracers or current.meters is not meters:
+        current = _Loaded.current = Telemetry(
+            api, tracers if traced else None, meters if measured else None
+        )
+    return current
+
+
+def event(name: str, attributes: Mapping[str, Any]) -> None:
+    """An event on the current span (a runner's retry, wait, refusal or circuit change),
+    when tracing is on."""
+    telemetry = active()
+    if telemetry is not None and telemetry.tracer is not None:
+        telemetry.api.trace.get_current_span().add_event(name, dict(attributes))
+
+
+class Telemetry:
+    """The tracer and instruments of one pair of providers."""
+
+    def __init__(self, api: Any, tracers: Any, meters: Any) -> None:
+        from tdk import __version__
+
+        self.api = api
+        self.tracers = tracers
+        self.meters = meters
+        self.tracer = None if tracers is None else tracers.get_tracer("tdk", __version__)
+        meter = None if meters is None else meters.get_meter("tdk", __version__)
+        self.duration = (
+            None
+            if meter is None
+            else meter.create_histogram(
+                "tdk.tool.duration", unit="s", description="Duration of tool calls"
+            )
+        )
+        self.retries = (
+            None
+            if meter is None
+            else meter.create_counter(
+                "tdk.tool.retries", description="Retries of tool calls by the runner"
+            )
+        )
+        self.refusals = (
+            None
+            if meter is None
+            else meter.create_counter(
+                "tdk.tool.refusals", description="Calls the runner's own policies refused"
+            )
+        )
+        self.circuits = (
+            None
+            if meter is None
+            else meter.create_gauge(
+                "tdk.circuit.state", description="Circuit state: 0 closed, 1 half-open, 2 open"
+            )
+        )
+
+    async def call(
+        self, running: Coroutine[Any, Any, ToolResult], name: str, call_id: str | None
+    ) -> ToolResult:
+        """``running`` (a call of ``name``) inside its span, with its duration recorded."""
+        return await self._spanned(running, f"execute_tool {_attribute_text(name)}", name, call_id)
+
+    async def attempt(
+        self, running: Coroutine[Any, Any, ToolResult], name: str, number: int
+    ) -> ToolResult:
+        """One attempt of a runner's call, as a child span of the call's."""
+        if self.tracer is None:
+            return await running
+        with self.tracer.start_as_current_span(
+            f"attempt {number} {_attribute_text(name)}",
+            attributes={"gen_ai.tool.name": _attribute_text(name), "tdk.attempt": number},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            result = await self._ended(running, span)
+            self._close(span, result)
+        return result
+
+    async def _spanned(
+        self,
+        running: Coroutine[Any, Any, ToolResult],
+        span_name: str,
+        name: str,
+        call_id: str | None,
+    ) -> ToolResult:
+        started = time.perf_counter()
+        if self.tracer is None:
+            result = await running
+        else:
+            attributes = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": _attribute_text(name),
+                "gen_ai.tool.type": "function",
+            }
+            if call_id is not None:
+                attributes["gen_ai.tool.call.id"] = _attribute_text(call_id)
+            with self.tracer.start_as_current_span(
+                span_name,
+                kind=self.api.trace.SpanKind.INTERNAL,
+                attributes=attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span:
+                result = await self._ended(running, span)
+                self._close(span, result)
+        if self.duration is not None:
+            outcome = "success" if result.error is None else result.error.kind.value
+            self.duration.record(
+                time.perf_counter() - started,
+                {"gen_ai.tool.name": _attribute_text(result.tool), "tdk.outcome": outcome},
+            )
+        return result
+
+    async def _ended(self, running: Coroutine[Any, Any, ToolResult], span: Any) -> ToolResult:
+        """``running`` awaited; an exception (cancellation, an exit) marks the span by its
+        type only: its text may quote anything."""
+        try:
+            return await running
+        except BaseException as stopped:
+            span.set_status(
+                self.api.trace.Status(self.api.trace.StatusCode.ERROR, type(stopped).__name__)
+            )
+            raise
+
+    def _close(self, span: Any, result: ToolResult) -> None:
+        error = result.error
+        if error is None:
+            return
+        span.set_attribute("error.type", error.kind.value)
+        span.set_status(
+            self.api.trace.Status(self.api.trace.StatusCode.ERROR, redact_text(error.message))
+        )
+
+
+def counted(kind: str, name: str, **labels: str) -> None:
+    """Count a runner's retry (``kind="retries"``) or refusal (``"refusals"``) of tool
+    ``name``, when metrics are on."""
+    telemetry = active()
+    instrument = None if telemetry is None else getattr(telemetry, kind)
+    if instrument is not None:
+        instrument.add(1, {"gen_ai.tool.name": _attribute_text(name), **labels})
+
+
+def circuit_changed(name: str, before: str, after: str) -> None:
+    """A circuit's change, as an event of the current span and the gauge's new value."""
+    telemetry = active()
+    if telemetry is None:
+        return
+    if telemetry.tracer is not None:
+        telemetry.api.trace.get_current_span().add_event(
+            "tdk.circuit",
+            {"gen_ai.tool.name": _attribute_text(name), "tdk.from": before, "tdk.to": after},
+        )
+    if telemetry.circuits is not None:
+        telemetry.circuits.set(
+            _CIRCUIT_VALUES.get(after, 0), {"gen_ai.tool.name": _attribute_text(name)}
+        )
+
+
+def _attribute_text(value: str) -> str:
+    """A name or id as an attribute takes it: redacted and cut (a model may send anything)."""
+    return redact_text(value, limit=_MAX_TEXT)
+
+
+def _load() -> Any:
+    try:
+        from opentelemetry import metrics, trace
+    except ImportError:
+        _Loaded.api = None
+        return None
+    # Where the API keeps the providers set: read directly, they answer "none set" in two
+    # attribute reads (get_tracer_provider() looks at os.environ each time it finds none).
+    # An API that keeps them elsewhere is asked through its functions on every call.
+    from opentelemetry.metrics import _internal as metrics_state
+
+    global _providers  # noqa: PLW0603 (set once, by the first call that asks)
+    if hasattr(trace, "_TRACER_PROVIDER") and hasattr(metrics_state, "_METER_PROVIDER"):
+        _providers = (trace, metrics_state)
+    _Loaded.api = SimpleNamespace(trace=trace, metrics=metrics)
+    return _Loaded.api
+
+
+def traced_attempt(
+    running: Coroutine[Any, Any, ToolResult], name: str, number: int
+) -> Coroutine[Any, Any, ToolResult]:
+    """``running`` (attempt ``number`` of a runner's call) in its span when tracing is on;
+    else ``running`` itself (no extra frame on the way of an attempt)."""
+    telemetry = active()
+    return running if telemetry is None else telemetry.attempt(running, name, number)
