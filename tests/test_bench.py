@@ -61,6 +61,12 @@ BENCH = Path(__file__).parent.parent / "bench"
             id="redis",
         ),
         pytest.param(
+            "bench_otel.py",
+            ["--calls", "50"],
+            ["absent", "idle", "recording"],
+            id="otel",
+        ),
+        pytest.param(
             "bench_define.py",
             ["--tools", "20", "--repeat", "1", "--imports", "1"],
             ["@tool", "Memory for 20 tools", "import tdk"],

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Literal, TypeVar
 
+from tdk._redact import encodable, redact_text
 from tdk.runner._breaker import (
     FAILURE,
     NEUTRAL,
@@ -48,6 +49,9 @@ from tdk.runner._store import InMemoryStore
 
 try:
     import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import RedisError, WatchError
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
     raise ImportError(
@@ -55,6 +59,11 @@ except ImportError as missing:  # pragma: no cover - the extra is part of the te
     ) from missing
 
 __all__ = ["RedisStore"]
+
+
+class _ContentionError(RuntimeError):
+    """A custom change that lost to other writers too many times in a row (no outage)."""
+
 
 logger = logging.getLogger("tdk.runner")
 
@@ -67,6 +76,8 @@ _MAX_CONFLICTS: Final = 32
 _OUTCOMES: Final = {SUCCESS: "success", FAILURE: "failure", NEUTRAL: "neutral"}
 _STATES: Final = {state.value: state for state in CircuitState}
 _SECOND_US: Final = 1_000_000
+#: At most this many circuits remembered as closed and clean (then all are forgotten).
+_MAX_QUIET: Final = 4096
 _CLOSED: Final = CircuitState.CLOSED
 _POLICIES: Final = frozenset({"rate_limit", "circuit"})
 _SCRIPTED: Final = (admit, acquire, record, peek)
@@ -109,10 +120,21 @@ class RedisStore:
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
         client: aioredis.Redis | aioredis.RedisCluster
+        if not prefix.isprintable() or encodable(prefix) != prefix:
+            raise ValueError(f"prefix must be printable UTF-8 text, not {prefix!r}")
         if isinstance(url_or_client, str):
-            client = aioredis.Redis.from_url(
-                url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
+            # A pool that waits (up to the timeout) for a free connection, rather than fail
+            # at once: a burst of calls is no outage. A dropped connection (an idle one a
+            # proxy closed) is tried once more on a fresh one before it counts as one.
+            pool = aioredis.BlockingConnectionPool.from_url(
+                url_or_client,
+                timeout=timeout,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 1),
+                retry_on_error=[RedisConnectionError],
             )
+            client = aioredis.Redis.from_pool(pool)  # (closed with the client)
         elif isinstance(url_or_client, aioredis.Redis | aioredis.RedisCluster):
             client = url_or_client
         else:
@@ -146,6 +168,8 @@ class RedisStore:
         """The Redis key of a state key: a runner's (``tdk:circuit:scope:github`` ->
         ``{tdk:scope:github}:circuit``), or any other (``jobs:1`` ->
         ``{tdk:custom:jobs:1}``). Distinct keys stay distinct."""
+        if not key.isascii():  # (a lone surrogate of a user id cannot be sent as it is)
+            key = key.encode("utf-8", "backslashreplace").decode()
         parts = key.split(":", 2)
         if len(parts) == 3 and parts[0] == "tdk" and parts[1] in _POLICIES:
             return f"{{{self.prefix}:{parts[2]}}}:{parts[1]}"
@@ -163,12 +187,14 @@ class RedisStore:
             self._down_until = now + self.retry_interval  # this call tries; the others wait
         try:
             answer: _R = await self._shared(self.key(key), change, args)
-        except (RedisError, OSError, TimeoutError) as failure:
+        except _ContentionError:
+            raise
+        except (RedisError, OSError, TimeoutError, RuntimeError) as failure:
+            # (RuntimeError: the client used from another event loop than its own)
             self._went_down(failure)
             return self._fallback.apply(key, change, *args)
         if down_until is not None:
             self._down_until = None
-            self._fallback = InMemoryStore()  # the next outage starts afresh
             logger.info("Redis answers again: runner state is shared again")
         return answer
 
@@ -178,9 +204,10 @@ class RedisStore:
 
     def _went_down(self, failure: BaseException) -> None:
         if self._down_until is None:  # one WARNING per outage, whatever the calls in flight
+            detail = redact_text(str(failure), limit=200)
             logger.warning(
                 "Redis failed (%s): runner state is per process until it answers",
-                type(failure).__name__,
+                f"{type(failure).__name__}: {detail}" if detail else type(failure).__name__,
             )
         self._down_until = time.monotonic() + self.retry_interval
 
@@ -206,6 +233,8 @@ class RedisStore:
                 answer = await self._recorded(key, args[0], args[2], args[3])
                 generation, after, failures = args[2], answer[1], answer[2]
         if after is _CLOSED and failures == 0:
+            if len(self._quiet) >= _MAX_QUIET:  # (per-user scopes: bounded, forgets all)
+                self._quiet.clear()
             self._quiet[key] = generation
         else:
             self._quiet.pop(key, None)
@@ -261,22 +290,24 @@ class RedisStore:
         a short jittered pause on a conflict, at most ``_MAX_CONFLICTS`` times (then a
         ``RuntimeError``: contention is no outage)."""
         pause = 0.001
-        async with self.client.pipeline(transaction=True) as pipe:
-            for _ in range(_MAX_CONFLICTS):
-                try:
-                    async with asyncio.timeout(self.timeout):
-                        await pipe.watch(key)
-                        stored = await pipe.get(key)
-                        old = None if stored is None else json.loads(stored)
-                        state, answer = change(old, *args)
-                        pipe.multi()  # type: ignore[no-untyped-call]
-                        pipe.set(key, json.dumps(state, default=_json_value))
-                        await pipe.execute()
-                    return answer
-                except WatchError:  # another worker wrote first: again, after a pause
-                    await asyncio.sleep(random.uniform(0, pause))  # noqa: S311 (jitter)
-                    pause = min(pause * 2, 0.1)
-        raise RuntimeError(
+        for _ in range(_MAX_CONFLICTS):
+            try:
+                async with (
+                    asyncio.timeout(self.timeout),  # (the pipeline's UNWATCH on exit too)
+                    self.client.pipeline(transaction=True) as pipe,
+                ):
+                    await pipe.watch(key)
+                    stored = await pipe.get(key)
+                    old = None if stored is None else json.loads(stored)
+                    state, answer = change(old, *args)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.set(key, json.dumps(state, default=_json_value))
+                    await pipe.execute()
+                return answer
+            except WatchError:  # another worker wrote first: again, after a pause
+                await asyncio.sleep(random.uniform(0, pause))  # noqa: S311 (jitter)
+                pause = min(pause * 2, 0.1)
+        raise _ContentionError(
             f"the state under {key!r} changed {_MAX_CONFLICTS} times while this change was "
             "applied: too many workers change it at once"
         )

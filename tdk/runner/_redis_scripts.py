@@ -29,12 +29,17 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local calls = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
+-- Entries later than now (a server whose clock stepped back, a failover to a replica behind
+-- it) count as made now, as in process: no wait is ever longer than the period.
+local later = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+for _, member in ipairs(later) do redis.call('ZADD', KEYS[1], now, member) end
 local count = redis.call('ZCARD', KEYS[1])
 if count < calls then
   redis.call('ZADD', KEYS[1], now, now .. ':' .. ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   return 0
 end
+redis.call('PEXPIRE', KEYS[1], ARGV[4])  -- (a refusal renews it too: a log never lingers)
 local oldest = redis.call('ZRANGE', KEYS[1], count - calls, count - calls, 'WITHSCORES')
 local wait = tonumber(oldest[2]) + period - now
 if wait > period then wait = period end
@@ -46,13 +51,18 @@ return wait
 _LOAD: Final = """
 local f = redis.call('HMGET', KEYS[1], 'state', 'failures', 'opened_at', 'probes',
   'probes_expire', 'generation')
+local function count(text)  -- a whole number >= 0: anything else (nan, inf, -1) is 0
+  local n = tonumber(text)
+  if n == nil or n ~= n or n < 0 or n >= 2^53 then return 0 end
+  return math.floor(n)
+end
 local state = f[1] or 'closed'
 if state ~= 'closed' and state ~= 'open' and state ~= 'half_open' then state = 'closed' end
-local failures = tonumber(f[2]) or 0
-local opened_at = tonumber(f[3]) or 0
-local probes = tonumber(f[4]) or 0
-local expire = tonumber(f[5]) or 0
-local generation = tonumber(f[6]) or 0
+local failures = count(f[2])
+local opened_at = count(f[3])
+local probes = count(f[4])
+local expire = count(f[5])
+local generation = count(f[6])
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -77,14 +87,20 @@ local now = now_us()
 local reset = tonumber(ARGV[1])
 local lifetime = tonumber(ARGV[3])
 if state == 'open' then
-  if opened_at > now then opened_at = now end
+  if opened_at > now then  -- a clock stepped back counts from now (and is kept so)
+    opened_at = now
+    save(ARGV[4])
+  end
   local reopens = opened_at + reset
   if now < reopens then return {-1, before, before, failures, reopens - now} end
   state = 'half_open'
   generation = generation + 1
   probes = 0
 elseif probes >= tonumber(ARGV[2]) then
-  if expire > now + lifetime then expire = now + lifetime end
+  if expire > now + lifetime then
+    expire = now + lifetime
+    save(ARGV[4])
+  end
   if now < expire then return {-1, before, before, failures, expire - now} end
   generation = generation + 1
   probes = 0

@@ -796,7 +796,7 @@ class ToolRunner:
             attempt_timeout=DEFAULT if timeout is None else timeout,
             own_timeout=tool.spec.timeout if timeout is None else timeout,
             limiter_key=_state_key("rate_limit", key, limiter_scope)
-            + ("" if limiter is None else f"/{limiter.calls}/{limiter.period!r}"),
+            + ("" if limiter is None else f"/{limiter.calls}/{float(limiter.period)!r}"),
             breaker_key=_state_key("circuit", key, breaker_scope),
             threaded=not (tool.spec.is_async or tool.spec.inline),
             repeatable=tool.definition.annotations.repeatable,
