@@ -28,6 +28,7 @@ from collections.abc import Coroutine, Mapping
 from types import SimpleNamespace
 from typing import Any, Final
 
+from tdk._context import ToolContext, secret_values
 from tdk._redact import redact_text
 from tdk._result import ToolResult
 
@@ -73,7 +74,7 @@ def active() -> Telemetry | None:
     current = _Loaded.current
     if current is None or current.tracers is not tracers or current.meters is not meters:
         current = _Loaded.current = Telemetry(
-            api, tracers if traced else None, meters if measured else None
+            api, tracers, meters, traced=traced, measured=measured
         )
     return current
 
@@ -89,14 +90,17 @@ def event(name: str, attributes: Mapping[str, Any]) -> None:
 class Telemetry:
     """The tracer and instruments of one pair of providers."""
 
-    def __init__(self, api: Any, tracers: Any, meters: Any) -> None:
+    def __init__(
+        self, api: Any, tracers: Any, meters: Any, *, traced: bool, measured: bool
+    ) -> None:
         from tdk import __version__
 
         self.api = api
         self.tracers = tracers
+        """The tracer provider as read (compared, to see it change; a proxy when not set)."""
         self.meters = meters
-        self.tracer = None if tracers is None else tracers.get_tracer("tdk", __version__)
-        meter = None if meters is None else meters.get_meter("tdk", __version__)
+        self.tracer = tracers.get_tracer("tdk", __version__) if traced else None
+        meter = meters.get_meter("tdk", __version__) if measured else None
         self.duration = (
             None
             if meter is None
@@ -127,10 +131,16 @@ class Telemetry:
         )
 
     async def call(
-        self, running: Coroutine[Any, Any, ToolResult], name: str, call_id: str | None
+        self,
+        running: Coroutine[Any, Any, ToolResult],
+        name: str,
+        call_id: str | None,
+        context: ToolContext | None,
     ) -> ToolResult:
-        """``running`` (a call of ``name``) inside its span, with its duration recorded."""
-        return await self._spanned(running, f"execute_tool {_attribute_text(name)}", name, call_id)
+        """``running`` (a call of ``name``, as called, with ``context``) inside its span, with
+        its duration recorded. Names and ids are redacted with the context's secrets too."""
+        secrets = () if context is None else secret_values(context)
+        return await self._spanned(running, name, call_id, secrets)
 
     async def attempt(
         self, running: Coroutine[Any, Any, ToolResult], name: str, number: int
@@ -151,29 +161,34 @@ class Telemetry:
     async def _spanned(
         self,
         running: Coroutine[Any, Any, ToolResult],
-        span_name: str,
         name: str,
         call_id: str | None,
+        secrets: tuple[str, ...],
     ) -> ToolResult:
         started = time.perf_counter()
         if self.tracer is None:
             result = await running
         else:
+            shown = _attribute_text(name, secrets)
             attributes = {
                 "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": _attribute_text(name),
+                "gen_ai.tool.name": shown,
                 "gen_ai.tool.type": "function",
             }
             if call_id is not None:
-                attributes["gen_ai.tool.call.id"] = _attribute_text(call_id)
+                attributes["gen_ai.tool.call.id"] = _attribute_text(call_id, secrets)
             with self.tracer.start_as_current_span(
-                span_name,
+                f"execute_tool {shown}",
                 kind=self.api.trace.SpanKind.INTERNAL,
                 attributes=attributes,
                 record_exception=False,
                 set_status_on_exception=False,
             ) as span:
                 result = await self._ended(running, span)
+                if result.tool != name:  # the tool's own name (called in another case, say)
+                    tool_name = _attribute_text(result.tool, secrets)
+                    span.update_name(f"execute_tool {tool_name}")
+                    span.set_attribute("gen_ai.tool.name", tool_name)
                 self._close(span, result)
         if self.duration is not None:
             outcome = "success" if result.error is None else result.error.kind.value
@@ -229,9 +244,9 @@ def circuit_changed(name: str, before: str, after: str) -> None:
         )
 
 
-def _attribute_text(value: str) -> str:
+def _attribute_text(value: str, secrets: tuple[str, ...] = ()) -> str:
     """A name or id as an attribute takes it: redacted and cut (a model may send anything)."""
-    return redact_text(value, limit=_MAX_TEXT)
+    return redact_text(value, secrets, limit=_MAX_TEXT)
 
 
 def _load() -> Any:

@@ -122,7 +122,9 @@ class Tool(Generic[_P, _R]):
             include_stacktrace=include_stacktrace,
         )
         telemetry = active()  # (None unless OpenTelemetry is installed and configured)
-        return running if telemetry is None else telemetry.call(running, self.name, call_id)
+        return (
+            running if telemetry is None else telemetry.call(running, self.name, call_id, context)
+        )
 
     def run_sync(
         self,

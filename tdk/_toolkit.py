@@ -163,7 +163,7 @@ class Toolkit:
             return (
                 result
                 if telemetry is None
-                else await telemetry.call(_ready(result), shown, call_id)
+                else await telemetry.call(_ready(result), shown, call_id, context)
             )
         return await tool.run(
             arguments,

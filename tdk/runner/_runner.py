@@ -352,7 +352,7 @@ class ToolRunner:
         telemetry = active()  # (None unless OpenTelemetry is installed and configured)
         if telemetry is None:
             return running
-        return telemetry.call(running, name if type(name) is str else "", call_id)
+        return telemetry.call(running, name if type(name) is str else "", call_id, context)
 
     async def _run(
         self,
