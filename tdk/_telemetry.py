@@ -23,14 +23,18 @@ tdk shows the model. An exception's text never becomes a status: only its type.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
+from contextvars import ContextVar
 from types import SimpleNamespace
 from typing import Any, Final
 
 from tdk._context import ToolContext, secret_values
 from tdk._redact import redact_text
 from tdk._result import ToolResult
+from tdk.errors import ErrorKind
 
 __all__ = ["Telemetry", "active", "circuit_changed", "counted", "event", "traced_attempt"]
 
@@ -51,6 +55,8 @@ class _Loaded:
 
 #: How long a call id or name may be in an attribute.
 _MAX_TEXT: Final = 256
+#: How long a status description (the model-safe message) may be.
+_MAX_MESSAGE: Final = 1024
 _CIRCUIT_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
 
 
@@ -62,6 +68,14 @@ def active() -> Telemetry | None:
             return None
     elif _Loaded.api is None:
         return None
+    try:
+        return _configured()
+    except Exception:  # a provider that fails to give its tracer or meter: no telemetry
+        return None
+
+
+def _configured() -> Telemetry | None:
+    """:func:`active`'s answer past the fast check (unguarded)."""
     api = _Loaded.api if _Loaded.api is not _UNSET else _load()
     if api is None:
         return None
@@ -80,15 +94,18 @@ def active() -> Telemetry | None:
 
 
 def event(name: str, attributes: Mapping[str, Any]) -> None:
-    """An event on the current span (a runner's retry, wait, refusal or circuit change),
-    when tracing is on."""
-    telemetry = active()
+    """An event on the current span (a runner's retry, wait or refusal), when the call
+    running is traced."""
+    telemetry = _CALL.get()
     if telemetry is not None and telemetry.tracer is not None:
-        telemetry.api.trace.get_current_span().add_event(name, dict(attributes))
+        with contextlib.suppress(Exception):
+            telemetry.api.trace.get_current_span().add_event(name, dict(attributes))
 
 
 class Telemetry:
-    """The tracer and instruments of one pair of providers."""
+    """The tracer and instruments of one pair of providers. Every use of them is guarded:
+    telemetry that fails (a broken exporter, a provider that raises) costs its record, never
+    the call."""
 
     def __init__(
         self, api: Any, tracers: Any, meters: Any, *, traced: bool, measured: bool
@@ -101,165 +118,170 @@ class Telemetry:
         self.meters = meters
         self.tracer = tracers.get_tracer("tdk", __version__) if traced else None
         meter = meters.get_meter("tdk", __version__) if measured else None
-        self.duration = (
-            None
-            if meter is None
-            else meter.create_histogram(
-                "tdk.tool.duration", unit="s", description="Duration of tool calls"
-            )
+        self.duration = meter and meter.create_histogram(
+            "tdk.tool.duration", unit="s", description="Duration of tool calls"
         )
-        self.retries = (
-            None
-            if meter is None
-            else meter.create_counter(
-                "tdk.tool.retries", description="Retries of tool calls by the runner"
-            )
+        self.retries = meter and meter.create_counter(
+            "tdk.tool.retries", description="Retries of tool calls by the runner"
         )
-        self.refusals = (
-            None
-            if meter is None
-            else meter.create_counter(
-                "tdk.tool.refusals", description="Calls the runner's own policies refused"
-            )
+        self.refusals = meter and meter.create_counter(
+            "tdk.tool.refusals", description="Calls the runner's own policies refused"
         )
-        self.circuits = (
-            None
-            if meter is None
-            else meter.create_gauge(
-                "tdk.circuit.state", description="Circuit state: 0 closed, 1 half-open, 2 open"
-            )
+        self.circuits = meter and meter.create_gauge(
+            "tdk.circuit.state", description="Circuit state: 0 closed, 1 half-open, 2 open"
         )
 
     async def call(
         self,
         running: Coroutine[Any, Any, ToolResult],
         name: str,
-        call_id: str | None,
+        call_id: object,
         context: ToolContext | None,
     ) -> ToolResult:
         """``running`` (a call of ``name``, as called, with ``context``) inside its span, with
         its duration recorded. Names and ids are redacted with the context's secrets too."""
         secrets = () if context is None else secret_values(context)
-        return await self._spanned(running, name, call_id, secrets)
+        started = time.perf_counter()
+        shown = _attribute_text(name, secrets)
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": shown,
+            "gen_ai.tool.type": "function",
+        }
+        if type(call_id) is str:  # (any other is refused by the call itself)
+            attributes["gen_ai.tool.call.id"] = _attribute_text(call_id, secrets)
+        token = _CALL.set(self)  # the attempts, events and counts of this call use it
+        try:
+            with self._span(f"execute_tool {shown}", attributes) as span:
+                result = await running
+                if span is not None:
+                    with contextlib.suppress(Exception):
+                        if result.tool != name:  # the tool's own name (ADD called, add ran)
+                            tool_name = _attribute_text(result.tool, secrets)
+                            span.update_name(f"execute_tool {tool_name}")
+                            span.set_attribute("gen_ai.tool.name", tool_name)
+                        self._close(span, result)
+        finally:
+            _CALL.reset(token)
+        if self.duration is not None:
+            error = result.error
+            known = error is None or error.kind is not ErrorKind.TOOL_NOT_FOUND
+            with contextlib.suppress(Exception):  # (any name a model made up is one series)
+                self.duration.record(
+                    time.perf_counter() - started,
+                    {
+                        "gen_ai.tool.name": _attribute_text(result.tool) if known else "_unknown",
+                        "tdk.outcome": "success" if error is None else error.kind.value,
+                    },
+                )
+        return result
 
     async def attempt(
         self, running: Coroutine[Any, Any, ToolResult], name: str, number: int
     ) -> ToolResult:
         """One attempt of a runner's call, as a child span of the call's."""
-        if self.tracer is None:
-            return await running
-        with self.tracer.start_as_current_span(
-            f"attempt {number} {_attribute_text(name)}",
-            attributes={"gen_ai.tool.name": _attribute_text(name), "tdk.attempt": number},
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            result = await self._ended(running, span)
-            self._close(span, result)
-        return result
-
-    async def _spanned(
-        self,
-        running: Coroutine[Any, Any, ToolResult],
-        name: str,
-        call_id: str | None,
-        secrets: tuple[str, ...],
-    ) -> ToolResult:
-        started = time.perf_counter()
-        if self.tracer is None:
+        attributes = {"gen_ai.tool.name": _attribute_text(name), "tdk.attempt": number}
+        with self._span(f"attempt {number} {_attribute_text(name)}", attributes) as span:
             result = await running
-        else:
-            shown = _attribute_text(name, secrets)
-            attributes = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": shown,
-                "gen_ai.tool.type": "function",
-            }
-            if call_id is not None:
-                attributes["gen_ai.tool.call.id"] = _attribute_text(call_id, secrets)
-            with self.tracer.start_as_current_span(
-                f"execute_tool {shown}",
-                kind=self.api.trace.SpanKind.INTERNAL,
-                attributes=attributes,
-                record_exception=False,
-                set_status_on_exception=False,
-            ) as span:
-                result = await self._ended(running, span)
-                if result.tool != name:  # the tool's own name (called in another case, say)
-                    tool_name = _attribute_text(result.tool, secrets)
-                    span.update_name(f"execute_tool {tool_name}")
-                    span.set_attribute("gen_ai.tool.name", tool_name)
-                self._close(span, result)
-        if self.duration is not None:
-            outcome = "success" if result.error is None else result.error.kind.value
-            self.duration.record(
-                time.perf_counter() - started,
-                {"gen_ai.tool.name": _attribute_text(result.tool), "tdk.outcome": outcome},
-            )
+            if span is not None:
+                with contextlib.suppress(Exception):
+                    self._close(span, result)
         return result
 
-    async def _ended(self, running: Coroutine[Any, Any, ToolResult], span: Any) -> ToolResult:
-        """``running`` awaited; an exception (cancellation, an exit) marks the span by its
-        type only: its text may quote anything."""
+    @contextlib.contextmanager
+    def _span(self, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
+        """The current span ``name`` while the block runs (None when there is no tracer or it
+        fails to make one); an exception out of the block marks it by its type only: its
+        text may quote anything."""
+        manager: Any = None
+        span: Any = None
+        if self.tracer is not None:
+            try:
+                manager = self.tracer.start_as_current_span(
+                    name,
+                    kind=self.api.trace.SpanKind.INTERNAL,
+                    attributes=attributes,
+                    record_exception=False,
+                    set_status_on_exception=False,
+                )
+                span = manager.__enter__()
+            except Exception:  # a tracer or a span processor that fails: no span
+                manager = None
+        if manager is None:
+            yield None
+            return
         try:
-            return await running
+            yield span
         except BaseException as stopped:
-            span.set_status(
-                self.api.trace.Status(self.api.trace.StatusCode.ERROR, type(stopped).__name__)
-            )
+            with contextlib.suppress(Exception):
+                span.set_status(self._status(type(stopped).__name__))
+                manager.__exit__(type(stopped), stopped, stopped.__traceback__)
             raise
+        with contextlib.suppress(Exception):
+            manager.__exit__(None, None, None)
+
+    def _status(self, description: str) -> Any:
+        return self.api.trace.Status(self.api.trace.StatusCode.ERROR, description)
 
     def _close(self, span: Any, result: ToolResult) -> None:
         error = result.error
         if error is None:
             return
         span.set_attribute("error.type", error.kind.value)
-        span.set_status(
-            self.api.trace.Status(self.api.trace.StatusCode.ERROR, redact_text(error.message))
-        )
+        span.set_status(self._status(_attribute_text(error.message, limit=_MAX_MESSAGE)))
+
+
+#: The telemetry of the call running in this context (set by :meth:`Telemetry.call`): its
+#: attempts, events and counts go with it, even if a provider is set meanwhile.
+_CALL: ContextVar[Telemetry | None] = ContextVar("tdk_telemetry", default=None)
 
 
 def counted(kind: str, name: str, **labels: str) -> None:
     """Count a runner's retry (``kind="retries"``) or refusal (``"refusals"``) of tool
-    ``name``, when metrics are on."""
-    telemetry = active()
+    ``name`` in the metrics of the call running, when they are on."""
+    telemetry = _CALL.get()
     instrument = None if telemetry is None else getattr(telemetry, kind)
     if instrument is not None:
-        instrument.add(1, {"gen_ai.tool.name": _attribute_text(name), **labels})
+        with contextlib.suppress(Exception):
+            instrument.add(1, {"gen_ai.tool.name": _attribute_text(name), **labels})
 
 
 def circuit_changed(name: str, before: str, after: str) -> None:
-    """A circuit's change, as an event of the current span and the gauge's new value."""
-    telemetry = active()
+    """A circuit's change, as an event of the current call's span and the gauge's value."""
+    telemetry = _CALL.get()
     if telemetry is None:
         return
-    if telemetry.tracer is not None:
-        telemetry.api.trace.get_current_span().add_event(
-            "tdk.circuit",
-            {"gen_ai.tool.name": _attribute_text(name), "tdk.from": before, "tdk.to": after},
-        )
-    if telemetry.circuits is not None:
-        telemetry.circuits.set(
-            _CIRCUIT_VALUES.get(after, 0), {"gen_ai.tool.name": _attribute_text(name)}
-        )
+    with contextlib.suppress(Exception):
+        if telemetry.tracer is not None:
+            telemetry.api.trace.get_current_span().add_event(
+                "tdk.circuit",
+                {"gen_ai.tool.name": _attribute_text(name), "tdk.from": before, "tdk.to": after},
+            )
+        if telemetry.circuits is not None:
+            value = _CIRCUIT_VALUES.get(after, 0)
+            telemetry.circuits.set(value, {"gen_ai.tool.name": _attribute_text(name)})
 
 
-def _attribute_text(value: str, secrets: tuple[str, ...] = ()) -> str:
-    """A name or id as an attribute takes it: redacted and cut (a model may send anything)."""
-    return redact_text(value, secrets, limit=_MAX_TEXT)
+def _attribute_text(value: str, secrets: tuple[str, ...] = (), *, limit: int = _MAX_TEXT) -> str:
+    """A name, id or message as an attribute takes it: redacted, cut (a model may send
+    anything) and without control characters (a line-based exporter would print them)."""
+    return _CONTROL.sub("\ufffd", redact_text(value, secrets, limit=limit))
+
+
+#: C0 and C1 control characters, DEL included.
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def _load() -> Any:
     try:
         from opentelemetry import metrics, trace
-    except ImportError:
+        from opentelemetry.metrics import _internal as metrics_state
+    except Exception:  # not installed (or installed broken): no telemetry, ever
         _Loaded.api = None
         return None
     # Where the API keeps the providers set: read directly, they answer "none set" in two
     # attribute reads (get_tracer_provider() looks at os.environ each time it finds none).
     # An API that keeps them elsewhere is asked through its functions on every call.
-    from opentelemetry.metrics import _internal as metrics_state
-
     global _providers  # noqa: PLW0603 (set once, by the first call that asks)
     if hasattr(trace, "_TRACER_PROVIDER") and hasattr(metrics_state, "_METER_PROVIDER"):
         _providers = (trace, metrics_state)
@@ -270,7 +292,7 @@ def _load() -> Any:
 def traced_attempt(
     running: Coroutine[Any, Any, ToolResult], name: str, number: int
 ) -> Coroutine[Any, Any, ToolResult]:
-    """``running`` (attempt ``number`` of a runner's call) in its span when tracing is on;
-    else ``running`` itself (no extra frame on the way of an attempt)."""
-    telemetry = active()
+    """``running`` (attempt ``number`` of a runner's call) in its span when the call is
+    traced; else ``running`` itself (no extra frame on the way of an attempt)."""
+    telemetry = _CALL.get()
     return running if telemetry is None else telemetry.attempt(running, name, number)

@@ -410,7 +410,8 @@ def test_toolkit_run_of_a_known_tool_is_the_tool_span(otel: Otel) -> None:
 
 
 def test_toolkit_run_of_an_unknown_tool(otel: Otel) -> None:
-    """An unknown name is a span with error.type TOOL_NOT_FOUND and the suggestion message."""
+    """An unknown name is a span with error.type TOOL_NOT_FOUND and the suggestion message;
+    its metric series is ``_unknown``, whatever the name."""
     result = run(Toolkit("kit", [add]).run("addd", {"a": 1}, call_id="c-2"))
 
     assert result.error is not None
@@ -426,7 +427,8 @@ def test_toolkit_run_of_an_unknown_tool(otel: Otel) -> None:
     assert span.status.description == result.error.message
     assert "Did you mean 'add'?" in result.error.message
     [(attributes, count)] = otel.points("tdk.tool.duration")
-    assert attributes == {"gen_ai.tool.name": "addd", "tdk.outcome": "TOOL_NOT_FOUND"}
+    # (a made-up name is no series of its own: a model could make up thousands)
+    assert attributes == {"gen_ai.tool.name": "_unknown", "tdk.outcome": "TOOL_NOT_FOUND"}
     assert count == 1
 
 
@@ -720,7 +722,7 @@ def test_duration_histogram_counts_by_tool_and_outcome(otel: Otel) -> None:
         ("add", "success"): 2,
         ("add", "TOOL_RUNTIME_BAD_INPUT_VALUE"): 1,
         ("picky", "TOOL_RUNTIME_RETRY"): 1,
-        ("nope", "TOOL_NOT_FOUND"): 1,
+        ("_unknown", "TOOL_NOT_FOUND"): 1,
     }
     data = otel.reader.get_metrics_data()
     assert data is not None
@@ -1303,3 +1305,55 @@ def test_json_of_spans_is_parseable(otel: Otel) -> None:
     parsed = json.loads(span.to_json())
     assert parsed["name"] == "execute_tool add"
     assert parsed["attributes"]["gen_ai.tool.call.id"] == "c-5"
+
+
+class _Boom(Exception):
+    """Raised by the hostile telemetry below."""
+
+
+class _FailingProcessor:
+    """A span processor that fails when a span starts or ends (given by ``when``)."""
+
+    def __init__(self, when: str) -> None:
+        self.when = when
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.when == "start":
+            raise _Boom("on_start")
+
+    def on_end(self, span: Any) -> None:
+        if self.when == "end":
+            raise _Boom("on_end")
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("when", ["start", "end"])
+def test_failing_telemetry_costs_the_record_never_the_call(when: str) -> None:
+    """A span processor that raises (on start or on end) loses its spans; every call still
+    returns its result and its body runs once."""
+    failing = TracerProvider()
+    failing.add_span_processor(_FailingProcessor(when))  # type: ignore[arg-type]
+    with providers_set(failing, None):
+        _check_calls_survive()
+    failing.shutdown()
+
+
+def _check_calls_survive() -> None:
+    calls = [0]
+
+    @tool(read_only=True)
+    async def counted_add(a: Annotated[int, "A number."]) -> int:
+        """Add one, counting the bodies that ran."""
+        calls[0] += 1
+        return a + 1
+
+    runner = ToolRunner(Toolkit("kit", [counted_add]), retry=RetryPolicy(jitter=False))
+    assert run(counted_add.run({"a": 1})).value == 2
+    assert run(runner.run("counted_add", {"a": 2})).value == 3
+    assert run(Toolkit("kit", [counted_add]).run("nope")).kind == "TOOL_NOT_FOUND"
+    assert calls[0] == 2

@@ -68,7 +68,7 @@ from tdk.runner._refusals import (
     scope_fields_missing,
 )
 from tdk.runner._scopes import context_values, scope_fields, scope_key
-from tdk.runner._stats import Counters, RunnerStats
+from tdk.runner._stats import REFUSAL_KINDS, Counters, RunnerStats
 from tdk.runner._store import InMemoryStore, StateStore
 
 __all__ = ["ToolCall", "ToolRunner"]
@@ -956,8 +956,9 @@ def _refused(
 ) -> ToolResult:
     """The result of a call refused before the tool body ran: classified, redacted and
     logged once, like every failure."""
-    event("tdk.refused", {"error.type": error.kind.value})
-    counted("refusals", name, **{"error.type": error.kind.value})
+    if error.kind in REFUSAL_KINDS:  # the runner's own (not an unknown tool's name, say)
+        event("tdk.refused", {"error.type": error.kind.value})
+        counted("refusals", name, **{"error.type": error.kind.value})
     return failure_result(
         name,
         error,
