@@ -31,7 +31,7 @@ from tdk._context import ToolContext
 from tdk._execute import checked_seconds
 from tdk._loop import run_in_new_loop
 from tdk._redact import redact_text
-from tdk._serving import serve_command
+from tdk._serving import serve_command, serving_packages
 from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit, import_root
 from tdk.errors import ToolError, ToolkitLoadError
@@ -198,6 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
 
+    if options.command == "serve":
+        missing = serving_packages(http=options.http)  # before the target's folder is on
+        if missing is not None:  # sys.path: a tool file called mcp.py is then a clash
+            print(f"tdk serve: {missing}", file=sys.stderr)
+            return 1
     try:
         with _script_path(options.target):
             status = _command(options)

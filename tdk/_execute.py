@@ -30,7 +30,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 
 from tdk._arguments import (
     Arguments,
@@ -43,6 +43,7 @@ from tdk._arguments import (
 from tdk._context import ToolContext, secret_values
 from tdk._default import DEFAULT, Default
 from tdk._error_info import error_info_from_exception
+from tdk._json_safe import utf8_copy
 from tdk._mapping import describe, to_tool_error
 from tdk._records import maker
 from tdk._redact import call_secrets, end_call_secrets, redact_text
@@ -203,7 +204,13 @@ def _checked_output(spec: ToolSpec, value: object) -> Any:
             by_alias=True,  # the names the output schema advertises
         )
         if spec.output_numbers:
-            _check_numbers(output)
+            try:
+                _check_numbers(output)
+            except PydanticSerializationError as unwritable:
+                if "surrogates not allowed" not in str(unwritable):
+                    raise
+                output = utf8_copy(output)  # text read with surrogateescape: U+FFFD for each
+                _check_numbers(output)
     except Exception as mismatch:
         raise _output_error(mismatch) from None
     return output

@@ -25,6 +25,19 @@ from tdk._toolkit import Toolkit
 __all__ = ["serve_command"]
 
 
+def serving_packages(*, http: bool) -> str | None:
+    """Import what serving needs (before the target is loaded: see the module docstring);
+    what is missing, or None."""
+    try:
+        import tdk.hosts.mcp  # noqa: F401
+
+        if http:
+            import uvicorn  # noqa: F401
+    except ImportError as missing:
+        return str(missing)
+    return None
+
+
 def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None]) -> int:
     """Run ``tdk serve`` with the parsed ``options``; ``load`` loads the target's toolkit (or
     reports why it cannot and gives None). Returns the exit status."""
@@ -63,7 +76,7 @@ def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None
         toolkit, transport, host=options.host, port=options.port, runner=runner, context=context
     )
     try:
-        interrupted = run_in_new_loop(_until_signalled(serving))
+        interrupted = run_in_new_loop(_until_signalled(serving, stdio=not options.http))
     except OSError as cannot:  # a port in use, an address not of this machine
         reason = cannot.strerror or type(cannot).__name__
         print(
@@ -82,13 +95,20 @@ def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None
     return 130
 
 
-async def _until_signalled(serving: Coroutine[Any, Any, None]) -> bool:
+async def _until_signalled(serving: Coroutine[Any, Any, None], *, stdio: bool) -> bool:
     """Run ``serving`` until it ends (False) or SIGINT or SIGTERM cancels it (True)."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(serving)
     signals = (signal.SIGINT, signal.SIGTERM)
+
+    def stop() -> None:
+        task.cancel()
+        if stdio:  # the SDK reads stdin in a thread that cancellation cannot stop: if the
+            # server has not ended within a second, end the process (its output flushed)
+            loop.call_later(1.0, _exit_now)
+
     for each in signals:
-        loop.add_signal_handler(each, task.cancel)
+        loop.add_signal_handler(each, stop)
     try:
         await task
     except asyncio.CancelledError:
@@ -99,6 +119,13 @@ async def _until_signalled(serving: Coroutine[Any, Any, None]) -> bool:
         for each in signals:
             loop.remove_signal_handler(each)
     return False
+
+
+def _exit_now() -> None:
+    print("tdk: interrupted", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def _cancelling(task: asyncio.Task[Any] | None) -> bool:

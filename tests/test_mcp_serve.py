@@ -17,18 +17,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import io
 import json
 import os
-import select
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated, Any, Generic, TypeVar
@@ -36,6 +33,20 @@ from typing import IO, Annotated, Any, Generic, TypeVar
 import httpx
 import mcp
 import pytest
+from _mcp_support import (
+    HOST,
+    INITIALIZE,
+    INITIALIZED,
+    RAW_HEADERS,
+    SCENARIO_TIMEOUT,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    Pipes,
+    call_request,
+    facts,
+    run,
+    text_of,
+)
 from mcp import StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
@@ -48,11 +59,6 @@ T = TypeVar("T")
 
 SECRET_NAME = "WX_KEY"
 SECRET = "planted-secret-9f3a"
-#: Bounds, in seconds: one client scenario, a server's start, a subprocess's end.
-SCENARIO_TIMEOUT = 60.0
-START_TIMEOUT = 20.0
-STOP_TIMEOUT = 10.0
-HOST = "127.0.0.1"
 #: ``tdk serve --deadline`` of the subprocess servers, as docs/mcp.md advises for a host that
 #: waits: an upstream's ``Retry-After: 30`` does not fit, so its failure comes at once.
 DEADLINE = "10"
@@ -170,11 +176,6 @@ LEAKS = [
     pytest.param("echo", "UPSTREAM_RUNTIME_AUTH_ERROR", id="upstream-echoes-the-key"),
     pytest.param("plain", "TOOL_RUNTIME_FATAL", id="plain-exception"),
 ]
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` in a new event loop, failing it after ``SCENARIO_TIMEOUT`` seconds."""
-    return asyncio.run(asyncio.wait_for(coro, SCENARIO_TIMEOUT))
 
 
 def free_port() -> int:
@@ -328,20 +329,6 @@ def calls(
     return run(scenario())
 
 
-def facts(answered: types.CallToolResult) -> dict[str, Any]:
-    """The ``_meta["tdk/error"]`` of a failure."""
-    assert answered.meta is not None
-    error: dict[str, Any] = answered.meta["tdk/error"]
-    return error
-
-
-def text_of(answered: types.CallToolResult) -> str:
-    """The one text content of a result."""
-    [content] = answered.content
-    assert isinstance(content, types.TextContent)
-    return content.text
-
-
 # -- over stdio and HTTP, against a subprocess -----------------------------------------------
 
 
@@ -490,8 +477,6 @@ def test_a_planted_secret_never_leaves_the_server(served: Served, how: str, kind
 
 # -- raw HTTP: what no SDK client would send -------------------------------------------------
 
-RAW_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
 
 def still_serves(server: Served) -> None:
     """A proper SDK session on ``server`` lists the tools and calls one."""
@@ -579,87 +564,6 @@ def test_a_client_gone_mid_call_leaves_the_server_serving(http_served: Served) -
 
 
 # -- in process: serve() over pipes and over HTTP --------------------------------------------
-
-
-class Pipes:
-    """Pipes standing in for a server's stdin and stdout, and a raw JSON-RPC client on the
-    other ends, run in a thread: it sends each request and reads until its answer, then
-    closes stdin (the client goes). It gives up after ``SCENARIO_TIMEOUT`` seconds."""
-
-    def __init__(self, requests: list[dict[str, Any] | str]) -> None:
-        stdin_read, stdin_write = os.pipe()
-        stdout_read, stdout_write = os.pipe()
-        self.stdin = io.TextIOWrapper(os.fdopen(stdin_read, "rb"), encoding="utf-8")
-        self.stdout = io.TextIOWrapper(
-            os.fdopen(stdout_write, "wb"), encoding="utf-8", write_through=True
-        )
-        self._to_server = os.fdopen(stdin_write, "wb", buffering=0)
-        self._from_server = stdout_read
-        self._requests = requests
-        self.answers: dict[Any, dict[str, Any]] = {}
-        self.problem: str | None = None
-        self._thread = threading.Thread(target=self._talk, daemon=True)
-
-    def __enter__(self) -> Pipes:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._thread.join(SCENARIO_TIMEOUT)
-        for stream in (self.stdin, self.stdout):
-            stream.close()
-        os.close(self._from_server)
-
-    def _talk(self) -> None:
-        pending = b""
-        deadline = time.monotonic() + SCENARIO_TIMEOUT
-        try:
-            for request in self._requests:
-                line = request if isinstance(request, str) else json.dumps(request)
-                self._to_server.write(line.encode() + b"\n")
-                wanted = None if isinstance(request, str) else request.get("id")
-                while wanted is not None and wanted not in self.answers:
-                    ready, _, _ = select.select([self._from_server], [], [], 0.1)
-                    if time.monotonic() > deadline:
-                        self.problem = f"no answer to {request}"
-                        return
-                    if not ready:
-                        continue
-                    chunk = os.read(self._from_server, 65536)
-                    if not chunk:
-                        self.problem = f"stdout closed before the answer to {request}"
-                        return
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for each in lines:
-                        message = json.loads(each)
-                        if "id" in message:
-                            self.answers[message["id"]] = message
-        finally:
-            self._to_server.close()
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": "init",
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def call_request(number: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A ``tools/call`` request."""
-    return {
-        "jsonrpc": "2.0",
-        "id": number,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments},
-    }
 
 
 STDIO_SESSION: list[dict[str, Any] | str] = [

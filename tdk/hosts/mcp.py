@@ -58,7 +58,7 @@ from tdk._redact import encodable
 from tdk._result import ToolResult
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
-from tdk.errors import ToolOutputError
+from tdk.errors import FatalToolError, ToolOutputError
 from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
 from tdk.hosts._source import Source, rendered
 from tdk.runner import ToolRunner
@@ -99,6 +99,8 @@ def _answer(tool_result: ToolResult, *, wrapped: bool) -> dict[str, Any]:
     error = tool_result.error
     if error is None:
         value = tool_result.value
+        if type(value) is str:
+            value = encodable(value)
         try:  # the text, and the proof that the value encodes as UTF-8
             shown = value if type(value) is str else to_json(value).decode()
         except ValueError:  # a lone surrogate (a file name read with surrogateescape...)
@@ -185,7 +187,12 @@ def server(
             # a state store that fails: the call's answer, never the server's end.
             outcome = failure_result(
                 shown_name(params.name, None),
-                broken,
+                broken
+                if isinstance(broken, SystemExit | KeyboardInterrupt)
+                else FatalToolError(
+                    "The call failed outside the tool.",
+                    developer_message=f"{type(broken).__name__} from the context or the runner",
+                ),
                 call_id=call_id,
                 context=None,
                 attempts=0,
