@@ -198,11 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
 
-    if options.command == "serve":
-        missing = serving_packages(http=options.http)  # before the target's folder is on
-        if missing is not None:  # sys.path: a tool file called mcp.py is then a clash
-            print(f"tdk serve: {missing}", file=sys.stderr)
-            return 1
+    if options.command == "serve":  # its packages loaded before the target's folder is on
+        serving_packages(http=options.http)  # sys.path (a tool file mcp.py is then a clash)
     try:
         with _script_path(options.target):
             status = _command(options)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from tdk._loop import run_in_new_loop
 from tdk._toolkit import Toolkit
 
-__all__ = ["serve_command"]
+__all__ = ["serve_command", "serving_packages"]
 
 
 def serving_packages(*, http: bool) -> str | None:
@@ -41,14 +41,12 @@ def serving_packages(*, http: bool) -> str | None:
 def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None]) -> int:
     """Run ``tdk serve`` with the parsed ``options``; ``load`` loads the target's toolkit (or
     reports why it cannot and gives None). Returns the exit status."""
-    try:
-        from tdk.hosts import mcp
-
-        if options.http:
-            import uvicorn  # noqa: F401 (loaded before the target: see the module docstring)
-    except ImportError as missing:
+    missing = serving_packages(http=options.http)
+    if missing is not None:
         print(f"tdk serve: {missing}", file=sys.stderr)
         return 1
+    from tdk.hosts import mcp
+
     with contextlib.nullcontext() if options.http else _standard_streams_aside():
         toolkit = load()
     if toolkit is None:

@@ -275,7 +275,6 @@ _CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 def _load() -> Any:
     try:
         from opentelemetry import metrics, trace
-        from opentelemetry.metrics import _internal as metrics_state
     except Exception:  # not installed (or installed broken): no telemetry, ever
         _Loaded.api = None
         return None
@@ -283,6 +282,9 @@ def _load() -> Any:
     # attribute reads (get_tracer_provider() looks at os.environ each time it finds none).
     # An API that keeps them elsewhere is asked through its functions on every call.
     global _providers  # noqa: PLW0603 (set once, by the first call that asks)
+    metrics_state: Any = None
+    with contextlib.suppress(Exception):
+        from opentelemetry.metrics import _internal as metrics_state
     if hasattr(trace, "_TRACER_PROVIDER") and hasattr(metrics_state, "_METER_PROVIDER"):
         _providers = (trace, metrics_state)
     _Loaded.api = SimpleNamespace(trace=trace, metrics=metrics)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from copy import deepcopy
+from functools import partial
 from typing import Any, Literal
 
 from tdk._call import ToolCall
@@ -56,13 +57,8 @@ def tools(source: Source, *, strict: bool = False, api: Api = "chat") -> list[di
     _check_api(api)
     if type(strict) is not bool:
         raise TypeError(f"strict must be True or False, not {strict!r}")
-    if api == "chat":
-        return rendered(
-            source, ("openai-chat", strict), _chat_tool_strict if strict else _chat_tool
-        )
-    return rendered(
-        source, ("openai-responses", strict), _responses_tool_strict if strict else _responses_tool
-    )
+    shape = _chat_tool if api == "chat" else _responses_tool
+    return rendered(source, (api, strict), partial(shape, strict=strict))
 
 
 def calls(message_or_response: Any) -> list[ToolCall]:
@@ -156,44 +152,21 @@ def _check_api(api: object) -> None:
         raise ValueError(f"api must be 'chat' or 'responses', not {api!r}")
 
 
-def _chat_tool(definition: ToolDefinition) -> dict[str, Any]:
+def _function(definition: ToolDefinition, *, strict: bool) -> dict[str, Any]:
+    """The name, description and parameters of a tool, as both APIs describe a function."""
     return {
-        "type": "function",
-        "function": {
-            "name": definition.name,
-            "description": description_of(definition),
-            "parameters": deepcopy(definition.input_schema),
-        },
-    }
-
-
-def _chat_tool_strict(definition: ToolDefinition) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": definition.name,
-            "description": description_of(definition),
-            "parameters": strict_schema(definition),
-            "strict": True,
-        },
-    }
-
-
-def _responses_tool(definition: ToolDefinition) -> dict[str, Any]:
-    return {
-        "type": "function",
         "name": definition.name,
         "description": description_of(definition),
-        "parameters": deepcopy(definition.input_schema),
-        "strict": False,
+        "parameters": strict_schema(definition) if strict else deepcopy(definition.input_schema),
     }
 
 
-def _responses_tool_strict(definition: ToolDefinition) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "name": definition.name,
-        "description": description_of(definition),
-        "parameters": strict_schema(definition),
-        "strict": True,
-    }
+def _chat_tool(definition: ToolDefinition, *, strict: bool) -> dict[str, Any]:
+    function = _function(definition, strict=strict)
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _responses_tool(definition: ToolDefinition, *, strict: bool) -> dict[str, Any]:
+    return {"type": "function", **_function(definition, strict=strict), "strict": strict}
