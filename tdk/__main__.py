@@ -31,7 +31,7 @@ from tdk._context import ToolContext
 from tdk._execute import checked_seconds
 from tdk._loop import run_in_new_loop
 from tdk._redact import redact_text
-from tdk._serving import serve_command, serving_packages
+from tdk._serving import serve_command, serving_packages, streams_aside
 from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit, import_root
 from tdk.errors import ToolError, ToolkitLoadError
@@ -69,10 +69,11 @@ def _toolkit_of_target(target: str) -> Toolkit:
 def _script_path(target: str) -> Iterator[None]:
     """For a path target, the folder holding its top-level module first on ``sys.path`` while
     the command runs, as Python puts a script's folder there: the module can import the
-    modules beside it. (A path that is no module is left to ``from_path`` to report.)"""
+    modules beside it. (A path that is no module is left to ``from_path`` to report.) For a
+    dotted module, the working directory, as ``python -m`` puts it there."""
     try:
-        folder = str(import_root(target)) if _is_path(target) else None
-    except ToolkitLoadError:
+        folder = str(import_root(target)) if _is_path(target) else os.getcwd()
+    except (ToolkitLoadError, OSError):  # (a working directory that was removed)
         folder = None
     if folder is None:
         yield
@@ -128,7 +129,8 @@ def _shown(code: object) -> str:
 def _check(toolkit: Toolkit) -> int:
     for item in toolkit:
         print(f"ok  {item.name}: {item.description.splitlines()[0]}")
-    print(f"{len(toolkit)} tools in toolkit '{toolkit.name}', every definition valid.")
+    count = f"{len(toolkit)} tool" if len(toolkit) == 1 else f"{len(toolkit)} tools"
+    print(f"{count} in toolkit '{toolkit.name}', every definition valid.")
     return 0
 
 
@@ -136,14 +138,13 @@ def _check(toolkit: Toolkit) -> int:
 SCHEMA_FORMATS: Final = ("json", "openai", "openai-strict", "responses", "anthropic", "mcp")
 
 
-def _schema(toolkit: Toolkit, form: str) -> int:
+def _schema(toolkit: Toolkit, form: str) -> tuple[int, list[dict[str, Any]] | None]:
+    """The exit status, and the document to print."""
     try:
-        shapes = _shapes(toolkit, form)
+        return 0, _shapes(toolkit, form)
     except ValueError as exc:  # a tool that cannot be strict
         print(f"tdk schema: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(shapes, indent=2))
-    return 0
+        return 1, None
 
 
 def _shapes(toolkit: Toolkit, form: str) -> list[dict[str, Any]]:
@@ -161,18 +162,18 @@ def _shapes(toolkit: Toolkit, form: str) -> list[dict[str, Any]]:
     return [d.model_dump(mode="json") for d in toolkit.definitions()]
 
 
-def _run(toolkit: Toolkit, options: argparse.Namespace) -> int:
+def _run(toolkit: Toolkit, options: argparse.Namespace) -> tuple[int, dict[str, Any] | None]:
+    """The exit status, and the document to print."""
     try:
         context = _run_context(toolkit, options.tool, options.secret)
     except ValueError as bad:
         print(f"tdk run: {bad}", file=sys.stderr)
-        return 2
+        return 2, None
     call = toolkit.run(
         options.tool, options.arguments, context=context, include_stacktrace=options.stacktrace
     )
     result = run_in_new_loop(call)
-    print(json.dumps(result.to_dict(), indent=2))
-    return 0 if result.is_success else 1
+    return (0 if result.is_success else 1), result.to_dict()
 
 
 def _run_context(toolkit: Toolkit, name: str, given: list[str]) -> ToolContext:
@@ -219,14 +220,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(options: argparse.Namespace) -> int:
     if options.command == "serve":
         return serve_command(options, lambda: _toolkit_or_report(options.target))
-    toolkit = _toolkit_or_report(options.target)
-    if toolkit is None:
-        return 1
     if options.command == "check":
-        return _check(toolkit)
-    if options.command == "schema":
-        return _schema(toolkit, options.format)
-    return _run(toolkit, options)
+        toolkit = _toolkit_or_report(options.target)
+        return 1 if toolkit is None else _check(toolkit)
+    # stdout is one JSON document: what the module prints while it is imported, and the tool
+    # while it runs, goes to stderr.
+    with streams_aside(stdin=False):
+        toolkit = _toolkit_or_report(options.target)
+        if toolkit is None:
+            return 1
+        document: object
+        if options.command == "schema":
+            status, document = _schema(toolkit, options.format)
+        else:
+            status, document = _run(toolkit, options)
+    if document is not None:
+        print(json.dumps(document, indent=2))
+    return status
 
 
 def port(text: str) -> int:

@@ -47,7 +47,7 @@ def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None
         return 1
     from tdk.hosts import mcp
 
-    with contextlib.nullcontext() if options.http else _standard_streams_aside():
+    with contextlib.nullcontext() if options.http else streams_aside(stdin=True):
         toolkit = load()
     if toolkit is None:
         return 1
@@ -131,17 +131,22 @@ def _cancelling(task: asyncio.Task[Any] | None) -> bool:
 
 
 @contextlib.contextmanager
-def _standard_streams_aside() -> Iterator[None]:
-    """fd 1 to stderr and fd 0 from /dev/null while the target is imported, then back."""
+def streams_aside(*, stdin: bool) -> Iterator[None]:
+    """Stdout to stderr while the block runs, then back: ``sys.stdout`` (Python's prints, in
+    any thread) and fd 1 (what C code and child processes write); with ``stdin``, fd 0 from
+    /dev/null too. For commands whose stdout is a protocol or a JSON document."""
     sys.stdout.flush()
     saved = os.dup(0), os.dup(1)
     nothing = os.open(os.devnull, os.O_RDONLY)
     try:
-        os.dup2(nothing, 0)
+        if stdin:
+            os.dup2(nothing, 0)
         os.dup2(2, 1)
-        yield
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
     finally:
-        sys.stdout.flush()  # (what the module printed, to stderr still)
+        with contextlib.suppress(Exception):  # (what was printed, to stderr still)
+            sys.stdout.flush()
         os.dup2(saved[0], 0)
         os.dup2(saved[1], 1)
         for fd in (*saved, nothing):

@@ -319,6 +319,32 @@ def test_run_with_stacktrace(good: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "ZeroDivisionError" in json.loads(capsys.readouterr().out)["error"]["stacktrace"]
 
 
+def test_a_dotted_module_is_found_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tdk check package.module`` from the project's folder finds the package there, as
+    ``python -m`` would (the ``tdk`` script's own folder is what Python put first), and
+    leaves ``sys.path`` as it was."""
+    package = f"dotted_{uuid.uuid4().hex[:10]}"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / package / "maths.py").write_text(textwrap.dedent(GOOD))
+    monkeypatch.chdir(tmp_path)
+    before = list(sys.path)
+    assert main(["check", f"{package}.maths"]) == 0, capsys.readouterr().err
+    assert "add" in capsys.readouterr().out
+    assert sys.path == before
+
+
+def test_check_counts_one_tool_in_the_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A toolkit of one tool is "1 tool", not "1 tools"."""
+    path = _module(tmp_path, CHATTY)
+    assert main(["check", str(path)]) == 0
+    assert f"1 tool in toolkit '{path.stem}', every definition valid." in capsys.readouterr().out
+
+
 def test_dotted_module_without_tools(capsys: pytest.CaptureFixture[str]) -> None:
     """A dotted module name is imported; a module without tools is a load error."""
     assert main(["check", "tdk.errors"]) == 1
@@ -352,6 +378,79 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path, command: li
         err = process.stderr.read().decode()
         assert process.wait(timeout=60) == 1
     assert err == ""
+
+
+CHATTY = """
+import os
+import sys
+from typing import Annotated
+
+from tdk import tool
+
+print("import-time print 5b2a")
+os.write(1, b"import-time fd write 5b2a\\n")
+
+
+@tool
+def chatty(text: Annotated[str, "Anything."]) -> str:
+    \"\"\"Print while called.\"\"\"
+    print("call-time print 5b2a")
+    sys.stdout.write("call-time write without a newline 5b2a")
+    os.write(1, b"call-time fd write 5b2a\\n")
+    return text
+"""
+
+#: What CHATTY prints on the way, at import and (for ``tdk run``) while called.
+CHATTY_PRINTS = ["import-time print 5b2a", "import-time fd write 5b2a"]
+CHATTY_CALL_PRINTS = [
+    "call-time print 5b2a",
+    "call-time write without a newline 5b2a",
+    "call-time fd write 5b2a",
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "printed"),
+    [
+        pytest.param(["schema"], CHATTY_PRINTS, id="schema"),
+        pytest.param(["schema", "--format", "openai"], CHATTY_PRINTS, id="schema-openai"),
+        pytest.param(
+            ["run", "chatty", '{"text": "hi"}'], CHATTY_PRINTS + CHATTY_CALL_PRINTS, id="run"
+        ),
+    ],
+)
+def test_what_a_module_prints_goes_to_stderr_not_into_the_json(
+    tmp_path: Path, command: list[str], printed: list[str]
+) -> None:
+    """``tdk schema`` and ``tdk run`` write one JSON document on stdout: what the module
+    prints while imported, and the tool while it runs (``print``, buffered text, writes to fd
+    1), goes to stderr, so that ``tdk run ... | jq`` works on any module."""
+    path = _module(tmp_path, CHATTY)
+    done = subprocess.run(
+        [sys.executable, "-m", "tdk", command[0], str(path), *command[1:]],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONUNBUFFERED": ""},  # buffered, as in a pipe by default
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    if command[0] == "run":
+        assert document["value"] == "hi"
+    else:
+        assert len(document) == 1
+    for text in printed:
+        assert text in done.stderr.decode()
+
+
+def test_what_a_tool_prints_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same through main() in this process: Python's prints go to ``sys.stderr``."""
+    path = _module(tmp_path, CHATTY)
+    assert main(["run", str(path), "chatty", '{"text": "hi"}']) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["value"] == "hi"
+    assert "call-time print 5b2a" in err
+    assert "import-time print 5b2a" in err
 
 
 def test_a_closed_stdout_in_process(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -990,6 +990,52 @@ def test_a_module_misbehaving_at_import_leaves_stdout_to_the_protocol(
         assert each not in out.decode()
 
 
+#: A tool that prints while it is called: a line, and text without a newline that Python
+#: keeps in its buffer (both would reach the client once fd 1 is the protocol's again).
+CALL_TIME_PRINTS = """import sys
+from typing import Annotated
+
+from tdk import tool
+
+
+@tool(read_only=True)
+def chatty(text: Annotated[str, "Anything."]) -> str:
+    \"\"\"Print while called.\"\"\"
+    print("call-time print 7c1e")
+    sys.stdout.write("call-time write without a newline 7c1e")
+    return text
+"""
+
+
+def test_what_a_tool_prints_while_called_never_reaches_the_protocol(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over stdio, with the SDK's client (which closes stdin, then ends the process), a tool
+    printing during its calls (a line, and buffered text without a newline) is answered, its
+    text goes to stderr, and the client never reads a line that is not JSON-RPC: what Python
+    still buffered is flushed before fd 1 is the protocol's again."""
+    # Buffered, as a host launches it (the SDK's default environment has no such variable).
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    target = tmp_path / "chatty_tools.py"
+    target.write_text(CALL_TIME_PRINTS)
+    log = tmp_path / "stderr.log"
+
+    async def scenario() -> list[Any]:
+        async with stdio_session(target, log) as client:
+            return [
+                (await client.call_tool("chatty", {"text": text})).structured_content
+                for text in ("hi", "again")
+            ]
+
+    with caplog.at_level(logging.WARNING, logger="mcp"):
+        answers = run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))
+    assert answers == [{"result": "hi"}, {"result": "again"}]
+    assert not [record.getMessage() for record in caplog.records]
+    stderr = log.read_text()
+    assert stderr.count("call-time print 7c1e") == 2
+    assert stderr.count("call-time write without a newline 7c1e") == 2
+
+
 #: Tool files named as a package ``tdk serve`` needs, and the options that need it.
 CLASHES = [
     pytest.param("mcp", [], id="mcp-stdio"),

@@ -31,6 +31,7 @@ import inspect
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, cast
@@ -251,8 +252,13 @@ async def serve(
     at ``http://{host}:{port}/mcp``. The other options are :func:`server`'s."""
     mcp_server = server(source, runner=runner, context=context, name=name)
     if transport == "stdio":
-        async with stdio_server() as (read, write):
-            await mcp_server.run(read, write, mcp_server.create_initialization_options())
+        async with stdio_server() as (read, write):  # (fd 1 goes to stderr meanwhile)
+            try:
+                await mcp_server.run(read, write, mcp_server.create_initialization_options())
+            finally:
+                # What tools printed and Python still buffers goes to stderr now: once the
+                # SDK points fd 1 back at the protocol, it would reach the client.
+                _flush_stdout()
         return
     if transport != "http":
         raise ValueError(f"transport must be 'stdio' or 'http', not {transport!r}")
@@ -275,6 +281,12 @@ async def serve(
 
 #: The names of this machine's loopback, as a Host or Origin header gives them.
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _flush_stdout() -> None:
+    """Flush ``sys.stdout``, whatever a tool left there (None, closed, or replaced)."""
+    with contextlib.suppress(Exception):  # (None has no flush either)
+        sys.stdout.flush()
 
 
 def _security(host: str) -> TransportSecuritySettings | None:
