@@ -148,10 +148,16 @@ class ToolSpec:
     parameter_names: tuple[str, ...] = field(init=False)
     """The advertised argument names, in order, as an input error lists them; derived from
     ``input_model``."""
+    plain: bool = field(init=False)
+    """True when the validated model's fields are the function's keyword arguments as they
+    are (no context parameter, no field named otherwise than its parameter): execution then
+    passes the model's ``__dict__`` without calling :meth:`arguments`."""
 
     def __post_init__(self) -> None:
         names = (info.alias or name for name, info in self.input_model.model_fields.items())
         object.__setattr__(self, "parameter_names", tuple(names))
+        plain = not self.field_parameters and self.context_parameter is None
+        object.__setattr__(self, "plain", plain)
 
     def advertised(self, parameter: str) -> str:
         """The name under which the input schema advertises a Python parameter."""
@@ -165,7 +171,7 @@ class ToolSpec:
         ``context`` (an empty :class:`~tdk.ToolContext` when None), with an idempotency key
         of its own when it has none (a call that is not one of a runner's).
         """
-        if not self.field_parameters and self.context_parameter is None:
+        if self.plain:
             return validated.__dict__  # read-only: the caller unpacks it into the call
         values = dict(validated.__dict__)
         for field_name, parameter in self.field_parameters:

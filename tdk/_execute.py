@@ -73,6 +73,16 @@ _new_result: Final = maker(ToolResult)
 
 
 _CancelledError: Final = asyncio.CancelledError
+
+#: The running task's lookup: ``asyncio.current_task()`` is Python code on 3.11 (C from 3.12),
+#: so there execution reads the dict it reads (3.11 is frozen). None from 3.12.
+_TASK_OF: Final[Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] | None] = (
+    asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
+    if sys.version_info < (3, 12)
+    else None
+)
+_running_loop: Final = asyncio.get_running_loop
+_current_task: Final = asyncio.current_task
 #: Exceptions that end the program or the thread, never a tool call's result.
 _ALWAYS_PROPAGATE: Final = (KeyboardInterrupt, SystemExit)
 
@@ -112,7 +122,7 @@ async def execute(
     try:
         attempts = 0
         job: Job | None = None
-        task = asyncio.current_task()
+        task = _TASK_OF(_running_loop()) if _TASK_OF is not None else _current_task()
         cancelling = task.cancelling() if task is not None else 0  # requests made before this call
         try:
             if spec.requirements.secrets or spec.requirements.metadata:
@@ -120,7 +130,7 @@ async def execute(
             validated = _validated(spec, name, arguments, secrets)
             if type(validated) is ErrorInfo:
                 return _logged_failure(name, validated, call_id, 0, start)
-            kwargs = spec.arguments(validated, context)
+            kwargs = validated.__dict__ if spec.plain else spec.arguments(validated, context)
             attempts = 1
             if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
                 value = fn(**kwargs)
