@@ -758,7 +758,8 @@ class ErrorInfo(BaseModel):
             ("cause", _log_token(self.cause)),
         )
         text = " ".join(f"{key}={value}" for key, value in fields)
-        return f"{text} message={json.dumps(self.message, ensure_ascii=False)}"
+        message = json.dumps(self.message, ensure_ascii=False)  # (escapes C0 controls)
+        return f"{text} message={_LOG_HIDDEN.sub(_escaped, message)}"
 
     @classmethod
     def from_exception(
@@ -827,6 +828,20 @@ def _flat_and_plain(value: dict[Any, Any]) -> bool:
 
 
 _LOG_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: Characters a log line must not carry raw, which JSON leaves as they are: DEL and the C1
+#: controls (U+0085 ends a line for ``str.splitlines``), the line and paragraph separators,
+#: and the invisible ones that reorder or hide text in a viewer (bidirectional marks,
+#: embeddings, overrides and isolates, zero-width characters, soft hyphen, BOM, tags).
+_LOG_HIDDEN = re.compile(
+    "[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    """A hidden character as JSON escapes it: ``\\u202e``, or a surrogate pair past U+FFFF
+    (the message stays a JSON string)."""
+    return json.dumps(found[0])[1:-1]
 
 
 def _log_token(value: str | None) -> str:

@@ -394,6 +394,41 @@ def test_log_line_is_one_line_with_cause() -> None:
     assert line.endswith('message="An unhandled KeyError.\\nsecond line"')
 
 
+#: Characters JSON leaves raw that would break a log line in two or hide or reorder its text
+#: in a viewer; each must appear escaped in the message field.
+HIDDEN_IN_LOGS = [
+    pytest.param("\x85", id="next-line-C1"),
+    pytest.param("\u2028", id="line-separator"),
+    pytest.param("\u2029", id="paragraph-separator"),
+    pytest.param("\u202e", id="right-to-left-override"),
+    pytest.param("\u2066", id="left-to-right-isolate"),
+    pytest.param("\u200b", id="zero-width-space"),
+    pytest.param("\u061c", id="arabic-letter-mark"),
+    pytest.param("\ufeff", id="byte-order-mark"),
+    pytest.param("\x7f", id="delete"),
+    pytest.param("\xad", id="soft-hyphen"),
+    pytest.param("\U000e0041", id="tag-character"),
+]
+
+
+@pytest.mark.parametrize("hidden", HIDDEN_IN_LOGS)
+def test_log_line_escapes_what_would_split_or_hide_it(hidden: str) -> None:
+    """A message carrying a line separator or an invisible reordering character (text a
+    model or an upstream sent) stays one line with the character escaped, and the message
+    field is still the JSON string of the message."""
+    message = f"No tool named 'a{hidden}b'.\n[forged] kind=OK"
+    line = FatalToolError(message).to_log_line()
+    assert hidden not in line
+    assert len(line.splitlines()) == 1
+    assert json.loads(line.partition(" message=")[2]) == message
+
+
+def test_log_line_keeps_readable_text_as_it_is() -> None:
+    """Accented letters and other scripts stay readable (only the hidden ones are escaped)."""
+    line = FatalToolError("Résumé für 東京 ✓").to_log_line()
+    assert line.endswith('message="Résumé für 東京 ✓"')
+
+
 def test_log_line_with_status_and_wait() -> None:
     """Status and wait appear when known."""
     line = UpstreamError("Slow down.", status_code=429, retry_after_ms=2000).to_log_line()

@@ -2316,3 +2316,26 @@ def test_a_body_that_never_lets_itself_be_closed_is_left_with_a_warning(
         result = run(unclosable.run({}))
     assert result.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
     assert "ignored 100 requests to close" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("search\u2028WARNING tdk: forged", id="line-separator"),
+        pytest.param("search\x85WARNING tdk: forged", id="next-line"),
+        pytest.param("exe.\u202etxt", id="right-to-left-override"),
+    ],
+)
+def test_an_unknown_tool_name_cannot_split_or_reorder_the_log_line(
+    caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    """A name the model made up, repeated in the failure's log record, leaves it one line
+    with nothing hidden: what would split the line or reorder its text is escaped."""
+    toolkit = Toolkit("hostile", [lookup])
+    with caplog.at_level(logging.WARNING, logger="tdk"):
+        result = run(toolkit.run(name, {}))
+    assert result.kind is ErrorKind.TOOL_NOT_FOUND
+    [record] = [r for r in caplog.records if r.name == "tdk"]
+    line = record.getMessage()
+    assert len(line.splitlines()) == 1
+    assert not set(line) & {"\u2028", "\x85", "\u202e"}
