@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -31,7 +33,8 @@ from tdk._context import ToolContext
 from tdk._execute import checked_seconds
 from tdk._loop import run_in_new_loop
 from tdk._redact import redact_text
-from tdk._serving import serve_command, serving_packages, streams_aside
+from tdk._serving import serve_command, serving_packages
+from tdk._streams import streams_aside
 from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit, import_root
 from tdk.errors import ToolError, ToolkitLoadError
@@ -70,20 +73,46 @@ def _script_path(target: str) -> Iterator[None]:
     """For a path target, the folder holding its top-level module first on ``sys.path`` while
     the command runs, as Python puts a script's folder there: the module can import the
     modules beside it. (A path that is no module is left to ``from_path`` to report.) For a
-    dotted module, the working directory, as ``python -m`` puts it there."""
+    dotted module found nowhere else, the working directory last (see
+    :func:`_working_directory_of`)."""
+    first = True
     try:
-        folder = str(import_root(target)) if _is_path(target) else os.getcwd()
-    except (ToolkitLoadError, OSError):  # (a working directory that was removed)
+        folder = str(import_root(target)) if _is_path(target) else None
+    except ToolkitLoadError:
         folder = None
+    if folder is None and not _is_path(target):
+        folder, first = _working_directory_of(target), False
     if folder is None:
         yield
         return
-    sys.path.insert(0, folder)
+    if first:
+        sys.path.insert(0, folder)
+    else:
+        sys.path.append(folder)
     try:
         yield
     finally:
         with contextlib.suppress(ValueError):  # the module may have removed it itself
             sys.path.remove(folder)
+
+
+def _working_directory_of(module: str) -> str | None:
+    """The working directory, when it holds the top-level package of the dotted ``module``
+    and nothing on ``sys.path`` does (``tdk check acme.search`` from the project's folder, as
+    ``python -m`` would find it): added last, so that a file there can never stand in for an
+    installed or standard module, and not at all in Python's safe-path mode (``-P``,
+    ``PYTHONSAFEPATH``)."""
+    top = module.partition(".")[0]
+    if sys.flags.safe_path or not top.isidentifier():
+        return None
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return None
+        folder = os.getcwd()
+        found = importlib.machinery.PathFinder.find_spec(top, [folder])
+    except (ImportError, OSError, ValueError):  # (a working directory that was removed)
+        return None
+    return folder if found is not None else None
 
 
 def _report(error: ToolError) -> None:

@@ -452,18 +452,23 @@ def _log_failure(info: ErrorInfo) -> None:
     level = logging.ERROR if info.kind in _TOOL_BUG_KINDS else logging.WARNING
     if not logger.isEnabledFor(level) or not _has_listener(level):
         return
-    record = logger.makeRecord(
-        logger.name,
-        level,
-        __file__,
-        0,
-        "%s",
-        (_LogLine(info),),
-        None,
-        func="execute",
-        extra={"tdk_error": info.to_dict()},
-    )
-    logger.handle(record)
+    try:
+        record = logger.makeRecord(
+            logger.name,
+            level,
+            __file__,
+            0,
+            "%s",
+            (_LogLine(info),),
+            None,
+            func="execute",
+            extra={"tdk_error": info.to_dict()},
+        )
+        logger.handle(record)
+    except Exception:  # noqa: S110
+        # A handler that fails (or logging's own report of it, on a closed stderr): the
+        # call's result is what matters, and the caller has it.
+        pass
 
 
 def _has_listener(level: int) -> bool:

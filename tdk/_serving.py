@@ -16,10 +16,11 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 from tdk._loop import run_in_new_loop
+from tdk._streams import streams_aside
 from tdk._toolkit import Toolkit
 
 __all__ = ["serve_command", "serving_packages"]
@@ -128,26 +129,3 @@ def _exit_now() -> None:
 
 def _cancelling(task: asyncio.Task[Any] | None) -> bool:
     return task is not None and task.cancelling() > 0
-
-
-@contextlib.contextmanager
-def streams_aside(*, stdin: bool) -> Iterator[None]:
-    """Stdout to stderr while the block runs, then back: ``sys.stdout`` (Python's prints, in
-    any thread) and fd 1 (what C code and child processes write); with ``stdin``, fd 0 from
-    /dev/null too. For commands whose stdout is a protocol or a JSON document."""
-    sys.stdout.flush()
-    saved = os.dup(0), os.dup(1)
-    nothing = os.open(os.devnull, os.O_RDONLY)
-    try:
-        if stdin:
-            os.dup2(nothing, 0)
-        os.dup2(2, 1)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        with contextlib.suppress(Exception):  # (what was printed, to stderr still)
-            sys.stdout.flush()
-        os.dup2(saved[0], 0)
-        os.dup2(saved[1], 1)
-        for fd in (*saved, nothing):
-            os.close(fd)

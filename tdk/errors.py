@@ -830,11 +830,14 @@ def _flat_and_plain(value: dict[Any, Any]) -> bool:
 _LOG_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: Characters a log line must not carry raw, which JSON leaves as they are: DEL and the C1
 #: controls (U+0085 ends a line for ``str.splitlines``), the line and paragraph separators,
-#: and the invisible ones that reorder or hide text in a viewer (bidirectional marks,
-#: embeddings, overrides and isolates, zero-width characters, soft hyphen, BOM, tags).
+#: every other format character (those that reorder or hide text in a viewer: bidirectional
+#: marks, embeddings, overrides and isolates, zero-width characters, soft hyphen, BOM, tags),
+#: as Unicode 15.1 lists them, and lone surrogates (which a UTF-8 log file cannot hold).
 _LOG_HIDDEN = re.compile(
-    "[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+    "[\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
 )
 
 

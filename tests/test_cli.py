@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -336,6 +337,47 @@ def test_a_dotted_module_is_found_in_the_working_directory(
     assert sys.path == before
 
 
+def test_the_working_directory_never_stands_in_for_an_installed_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The working directory is searched last, and only for a package found nowhere else: a
+    ``colorsys.py`` there (a module of the standard library the target imports) is not the
+    one imported, and a dotted target installed elsewhere is the installed one."""
+    package = f"dotted_{uuid.uuid4().hex[:10]}"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("import colorsys  # noqa: F401\n")
+    (tmp_path / package / "maths.py").write_text(textwrap.dedent(GOOD))
+    marker = tmp_path / "shadow-imported"
+    (tmp_path / "colorsys.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (tmp_path / "tdk").mkdir()  # a folder named like an installed package: not looked at
+    (tmp_path / "tdk" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    assert main(["check", f"{package}.maths"]) == 0, capsys.readouterr().err
+    assert main(["check", "tdk.errors"]) == 1  # (the installed one: it defines no tools)
+    assert "no tools" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+def test_safe_path_mode_keeps_the_working_directory_out(tmp_path: Path) -> None:
+    """With ``PYTHONSAFEPATH`` set, the ``tdk`` script does not look in the working directory
+    for a dotted target (Python's own rule for ``-m`` then), and says the module is missing."""
+    package = f"dotted_{uuid.uuid4().hex[:10]}"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / package / "maths.py").write_text(textwrap.dedent(GOOD))
+    script = str(Path(sys.executable).parent / "tdk")
+    argv = [script, "check", f"{package}.maths"]
+    found = subprocess.run(argv, cwd=tmp_path, capture_output=True, timeout=60, check=False)
+    assert found.returncode == 0, found.stderr
+    safe = {**os.environ, "PYTHONSAFEPATH": "1"}
+    refused = subprocess.run(
+        argv, cwd=tmp_path, env=safe, capture_output=True, timeout=60, check=False
+    )
+    assert refused.returncode == 1
+    assert package.encode() in refused.stderr
+
+
 def test_check_counts_one_tool_in_the_singular(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -443,14 +485,76 @@ def test_what_a_module_prints_goes_to_stderr_not_into_the_json(
         assert text in done.stderr.decode()
 
 
-def test_what_a_tool_prints_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The same through main() in this process: Python's prints go to ``sys.stderr``."""
+def test_what_a_tool_prints_in_process(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The same through main() in this process, whose ``sys.stdout`` is pytest's capture and
+    not file descriptor 1: what the module and the tool print goes to stderr."""
     path = _module(tmp_path, CHATTY)
     assert main(["run", str(path), "chatty", '{"text": "hi"}']) == 0
-    out, err = capsys.readouterr()
+    out, err = capfd.readouterr()
     assert json.loads(out)["value"] == "hi"
-    assert "call-time print 5b2a" in err
-    assert "import-time print 5b2a" in err
+    for text in CHATTY_PRINTS + CHATTY_CALL_PRINTS:
+        assert text in err
+
+
+#: A module that re-wraps ``sys.stdout`` for UTF-8 when imported (a common idiom; the wrapper
+#: closes the stream it wraps once it is dropped), and a tool that raises.
+REWRAPS_STDOUT = """
+import io
+import sys
+from typing import Annotated
+
+from tdk import tool
+
+sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")
+
+
+@tool
+def broken(text: Annotated[str, "Anything."]) -> str:
+    \"\"\"Fail.\"\"\"
+    print("call-time print 5b2a")
+    raise RuntimeError("broken")
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [pytest.param(["schema"], id="schema"), pytest.param(["run", "broken", "{}"], id="run")],
+)
+def test_a_module_rewrapping_stdout_leaves_stderr_open(tmp_path: Path, command: list[str]) -> None:
+    """A module that replaces ``sys.stdout`` with its own wrapper while imported never gets
+    stderr to wrap: the command's JSON is whole on stdout and its report still reaches
+    stderr (a usage error here: ``broken`` needs ``text``)."""
+    path = _module(tmp_path, REWRAPS_STDOUT)
+    done = subprocess.run(
+        [sys.executable, "-m", "tdk", command[0], str(path), *command[1:]],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == (0 if command[0] == "schema" else 1), done.stderr
+    assert json.loads(done.stdout)
+    assert b"lost sys.stderr" not in done.stderr
+    assert b"closed file" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("redirect", "status"),
+    [
+        pytest.param("<&-", 0, id="stdin-closed"),
+        pytest.param("2>&-", 0, id="stderr-closed"),
+        pytest.param("</dev/null", 0, id="stdin-null"),
+    ],
+)
+def test_closed_standard_streams(tmp_path: Path, redirect: str, status: int) -> None:
+    """``tdk schema`` and ``tdk run`` work with stdin or stderr closed by the caller (a
+    service manager, a host): the module's prints go nowhere, the JSON still to stdout."""
+    path = _module(tmp_path, CHATTY)
+    for command in (["schema"], ["run", "chatty", '\'{"text": "hi"}\'']):
+        line = " ".join([shlex.quote(sys.executable), "-m", "tdk", command[0], str(path)])
+        line = " ".join([line, *command[1:], redirect])
+        done = subprocess.run(["/bin/sh", "-c", line], capture_output=True, timeout=60, check=False)
+        assert done.returncode == status, done.stderr
+        assert json.loads(done.stdout)
 
 
 def test_a_closed_stdout_in_process(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -408,6 +408,8 @@ HIDDEN_IN_LOGS = [
     pytest.param("\x7f", id="delete"),
     pytest.param("\xad", id="soft-hyphen"),
     pytest.param("\U000e0041", id="tag-character"),
+    pytest.param("\u0600", id="arabic-number-sign"),
+    pytest.param("\U0001d173", id="musical-begin-beam"),
 ]
 
 

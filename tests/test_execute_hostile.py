@@ -2339,3 +2339,30 @@ def test_an_unknown_tool_name_cannot_split_or_reorder_the_log_line(
     line = record.getMessage()
     assert len(line.splitlines()) == 1
     assert not set(line) & {"\u2028", "\x85", "\u202e"}
+
+
+class _ExplodingHandler(logging.Handler):
+    """A handler that fails outright (as logging's own error report does when stderr is
+    closed: ``ValueError: I/O operation on closed file``)."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        raise ValueError("I/O operation on closed file.")
+
+
+def test_a_failing_log_handler_never_costs_a_call_its_result() -> None:
+    """The failure's record goes to a handler that raises: the call still returns its
+    result (execute's promise: only the caller's cancellation and exits escape)."""
+
+    @tool
+    async def fails() -> int:
+        """Fail."""
+        raise RuntimeError("boom")
+
+    handler = _ExplodingHandler()
+    tdk_logger = logging.getLogger("tdk")
+    tdk_logger.addHandler(handler)
+    try:
+        result = run(fails.run({}))
+    finally:
+        tdk_logger.removeHandler(handler)
+    assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL

@@ -1036,6 +1036,44 @@ def test_what_a_tool_prints_while_called_never_reaches_the_protocol(
     assert stderr.count("call-time write without a newline 7c1e") == 2
 
 
+#: A module that re-wraps ``sys.stdout`` for UTF-8 when imported (a common idiom: the wrapper
+#: closes the stream it wraps once it is dropped), and a tool that raises.
+REWRAPS_STDOUT = """import io
+import sys
+from typing import Annotated
+
+from tdk import tool
+
+sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")
+
+
+@tool(read_only=True)
+def broken(text: Annotated[str, "Anything."]) -> str:
+    \"\"\"Fail.\"\"\"
+    raise RuntimeError("broken 7c1e")
+"""
+
+
+def test_a_module_rewrapping_stdout_at_import_is_served(tmp_path: Path) -> None:
+    """Over stdio, a module that replaces ``sys.stdout`` with a wrapper of its buffer while
+    imported never wraps (and so never closes) stderr: its failing tool is answered with its
+    FATAL result, and the failure is logged on stderr."""
+    target = tmp_path / "rewrapping_tools.py"
+    target.write_text(REWRAPS_STDOUT)
+    log = tmp_path / "stderr.log"
+
+    async def scenario() -> types.CallToolResult:
+        async with stdio_session(target, log) as client:
+            return await client.call_tool("broken", {"text": "hi"})
+
+    answered = run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))
+    assert answered.is_error
+    assert facts(answered)["kind"] == "TOOL_RUNTIME_FATAL"
+    stderr = log.read_text()
+    assert "kind=TOOL_RUNTIME_FATAL tool=broken" in stderr
+    assert "closed file" not in stderr
+
+
 #: Tool files named as a package ``tdk serve`` needs, and the options that need it.
 CLASHES = [
     pytest.param("mcp", [], id="mcp-stdio"),

@@ -31,7 +31,6 @@ import inspect
 import logging
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, cast
@@ -57,6 +56,7 @@ from tdk._execute import failure_result, shown_name
 from tdk._json_safe import utf8_copy
 from tdk._redact import encodable
 from tdk._result import ToolResult
+from tdk._streams import flush_stdout
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
 from tdk.errors import FatalToolError, ToolOutputError
@@ -258,7 +258,7 @@ async def serve(
             finally:
                 # What tools printed and Python still buffers goes to stderr now: once the
                 # SDK points fd 1 back at the protocol, it would reach the client.
-                _flush_stdout()
+                flush_stdout()
         return
     if transport != "http":
         raise ValueError(f"transport must be 'stdio' or 'http', not {transport!r}")
@@ -281,12 +281,6 @@ async def serve(
 
 #: The names of this machine's loopback, as a Host or Origin header gives them.
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _flush_stdout() -> None:
-    """Flush ``sys.stdout``, whatever a tool left there (None, closed, or replaced)."""
-    with contextlib.suppress(Exception):  # (None has no flush either)
-        sys.stdout.flush()
 
 
 def _security(host: str) -> TransportSecuritySettings | None:
