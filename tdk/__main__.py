@@ -233,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _script_path(options.target):
             status = _command(options)
-        sys.stdout.flush()  # so that a reader gone away shows here, not at exit
+        with contextlib.suppress(AttributeError, ValueError):  # (None, or closed by a tool)
+            sys.stdout.flush()  # so that a reader gone away shows here, not at exit
     except BrokenPipeError:
         # ``tdk schema x | head -1``: the reader has what it wanted. As the Python docs advise,
         # stdout goes to devnull so that flushing it at exit cannot fail again.

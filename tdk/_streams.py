@@ -63,6 +63,8 @@ def streams_aside(*, stdin: bool) -> Iterator[None]:
             os.dup2(saved_in, 0)
             os.close(saved_in)
         os.close(sink)
+        if sys.stdout is None or sys.stdout.closed:  # the module closed it, or dropped it
+            sys.stdout = io.TextIOWrapper(io.FileIO(os.dup(1), "w"), line_buffering=True)
 
 
 def _duplicate(fd: int) -> int | None:

@@ -538,6 +538,29 @@ def test_a_module_rewrapping_stdout_leaves_stderr_open(tmp_path: Path, command: 
 
 
 @pytest.mark.parametrize(
+    "gesture",
+    [
+        pytest.param("sys.stdout.close()", id="closes-stdout"),
+        pytest.param("sys.stdout = None", id="drops-stdout"),
+    ],
+)
+def test_a_module_that_closes_stdout_still_gets_its_json(tmp_path: Path, gesture: str) -> None:
+    """A module that closes or drops ``sys.stdout`` while imported does not take the
+    command's output with it: the JSON is written on a stdout of the command's own."""
+    source = f"import sys\n{gesture}\n" + textwrap.dedent(GOOD)
+    path = _module(tmp_path, source)
+    done = subprocess.run(
+        [sys.executable, "-m", "tdk", "schema", str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [tool["name"] for tool in json.loads(done.stdout)] == ["add", "divide"]
+    assert done.stderr == b""
+
+
+@pytest.mark.parametrize(
     ("redirect", "status"),
     [
         pytest.param("<&-", 0, id="stdin-closed"),
