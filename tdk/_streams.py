@@ -3,16 +3,19 @@
 ``tdk schema`` and ``tdk run`` write one JSON document on stdout, and ``tdk serve`` over
 stdio writes the MCP protocol there: what a tool module prints while it is imported, and a
 tool while it runs, must go elsewhere. :func:`streams_aside` points file descriptor 1 at
-stderr for the block (what Python, C code and child processes write), and gives an in-process
-``sys.stdout`` that is not file descriptor 1 (a test's capture, an embedding application's
-stream) a stream of its own on stderr. The module never gets ``sys.stderr`` itself as its
-stdout: the common ``sys.stdout = io.TextIOWrapper(sys.stdout.buffer, ...)`` would then close
-stderr when that wrapper goes. Closed standard streams are tolerated (``2>&-``, ``<&-``).
+stderr for the block (what C code and child processes write), and makes ``sys.stdout`` a
+stream of the block's own on stderr's descriptor (what Python prints, in any thread). The
+module never gets ``sys.stderr`` or the real ``sys.stdout`` object: the common ``sys.stdout
+= io.TextIOWrapper(sys.stdout.buffer, ...)`` would close what it wraps once dropped, and
+``sys.stdout = sys.stderr`` or a ``StringIO`` would take the command's output away. After
+the block ``sys.stdout`` is the command's own again. Closed standard streams are tolerated
+(``<&-``, ``>&-``, ``2>&-``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import os
 import sys
@@ -24,62 +27,61 @@ __all__ = ["flush_stdout", "streams_aside"]
 
 @contextlib.contextmanager
 def streams_aside(*, stdin: bool) -> Iterator[None]:
-    """Stdout to stderr (or to /dev/null when stderr is closed) while the block runs, then
-    back; with ``stdin``, fd 0 from /dev/null too. What Python still buffers is flushed to
-    stderr before stdout is given back."""
+    """Stdout to stderr while the block runs, then back; with ``stdin``, fd 0 from
+    /dev/null too. What Python still buffers is flushed to stderr before stdout is given
+    back, and ``sys.stdout`` is the command's own again whatever the block set it to."""
     flush_stdout()
-    # Stderr first: with fd 2 closed, the next descriptor opened would be 2 (a duplicate of
-    # stdout, say), and what the module prints would go to stdout after all.
-    sink = _duplicate(2)
-    if sink is None:
-        sink = os.open(os.devnull, os.O_WRONLY)
+    _open_stderr()
     saved_out = _duplicate(1)
     if saved_out is None:  # no stdout: nothing to keep clean
-        os.close(sink)
         yield
         return
     saved_in = _duplicate(0) if stdin else None
-    private: io.TextIOWrapper | None = None
+    # The block's own stdout: stderr's descriptor, which closing this stream (or a wrapper
+    # of its buffer) leaves open, and which stays valid for a module that keeps it.
+    private = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), line_buffering=True, errors="backslashreplace"
+    )
     try:
-        os.dup2(sink, 1)
+        os.dup2(2, 1)
         if saved_in is not None:
             nothing = os.open(os.devnull, os.O_RDONLY)
             os.dup2(nothing, 0)
             os.close(nothing)
-        if not _writes_to_fd(sys.stdout, 1):
-            private = io.TextIOWrapper(
-                io.FileIO(os.dup(sink), "w"), line_buffering=True, errors="backslashreplace"
-            )
-        with contextlib.redirect_stdout(private) if private else contextlib.nullcontext():
+        with contextlib.redirect_stdout(private):  # (restores ``sys.stdout`` on the way out)
             yield
     finally:
         flush_stdout()  # (to stderr still)
-        if private is not None:
-            with contextlib.suppress(Exception):
-                private.close()
+        with contextlib.suppress(Exception):
+            private.flush()
         os.dup2(saved_out, 1)
         os.close(saved_out)
         if saved_in is not None:
             os.dup2(saved_in, 0)
             os.close(saved_in)
-        os.close(sink)
-        if sys.stdout is None or sys.stdout.closed:  # the module closed it, or dropped it
-            sys.stdout = io.TextIOWrapper(io.FileIO(os.dup(1), "w"), line_buffering=True)
+        if sys.stdout is None or sys.stdout.closed:  # the module closed sys.__stdout__
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+
+
+def _open_stderr() -> None:
+    """Fd 2 on /dev/null when it is closed (``2>&-``), as a daemon's is: what the block
+    prints has somewhere to go, and no descriptor opened later can take its number."""
+    try:
+        os.fstat(2)
+    except OSError:
+        nothing = os.open(os.devnull, os.O_WRONLY)
+        if nothing != 2:
+            os.dup2(nothing, 2)
+            os.close(nothing)
 
 
 def _duplicate(fd: int) -> int | None:
-    """A duplicate of ``fd``, or None when it is closed."""
+    """A duplicate of ``fd`` above the standard three (so that a closed standard descriptor
+    is never taken for it), or None when ``fd`` is closed."""
     try:
-        return os.dup(fd)
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     except OSError:
         return None
-
-
-def _writes_to_fd(stream: Any, fd: int) -> bool:
-    try:
-        return bool(stream.fileno() == fd)
-    except Exception:  # no fileno (a capture, None), or a closed stream
-        return False
 
 
 def flush_stdout() -> None:

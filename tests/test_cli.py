@@ -542,21 +542,33 @@ def test_a_module_rewrapping_stdout_leaves_stderr_open(tmp_path: Path, command: 
     [
         pytest.param("sys.stdout.close()", id="closes-stdout"),
         pytest.param("sys.stdout = None", id="drops-stdout"),
+        pytest.param("sys.stdout = sys.stderr", id="swaps-to-stderr"),
+        pytest.param("sys.stdout = io.StringIO()", id="swaps-to-stringio"),
+        pytest.param("sys.__stdout__.close()", id="closes-the-real-one"),
+        pytest.param(
+            'sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")\n'
+            'sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")',
+            id="rewraps-twice",
+        ),
     ],
 )
-def test_a_module_that_closes_stdout_still_gets_its_json(tmp_path: Path, gesture: str) -> None:
-    """A module that closes or drops ``sys.stdout`` while imported does not take the
-    command's output with it: the JSON is written on a stdout of the command's own."""
-    source = f"import sys\n{gesture}\n" + textwrap.dedent(GOOD)
+def test_a_module_that_changes_stdout_does_not_take_the_json(tmp_path: Path, gesture: str) -> None:
+    """Whatever a module does to ``sys.stdout`` while imported (closing it, dropping it,
+    swapping it for stderr or a ``StringIO``, re-wrapping it), the command's JSON is whole
+    on its stdout, here a file while stderr is a pipe (neither one seekable like the other)."""
+    source = f"import io\nimport sys\n{gesture}\n" + textwrap.dedent(GOOD)
     path = _module(tmp_path, source)
-    done = subprocess.run(
-        [sys.executable, "-m", "tdk", "schema", str(path)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    output = tmp_path / "tools.json"
+    with output.open("wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "tdk", "schema", str(path)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 0, done.stderr
-    assert [tool["name"] for tool in json.loads(done.stdout)] == ["add", "divide"]
+    assert [tool["name"] for tool in json.loads(output.read_bytes())] == ["add", "divide"]
     assert done.stderr == b""
 
 
@@ -566,6 +578,7 @@ def test_a_module_that_closes_stdout_still_gets_its_json(tmp_path: Path, gesture
         pytest.param("<&-", 0, id="stdin-closed"),
         pytest.param("2>&-", 0, id="stderr-closed"),
         pytest.param("</dev/null", 0, id="stdin-null"),
+        pytest.param("<&- 2>&-", 0, id="stdin-and-stderr-closed"),
     ],
 )
 def test_closed_standard_streams(tmp_path: Path, redirect: str, status: int) -> None:

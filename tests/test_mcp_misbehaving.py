@@ -992,11 +992,13 @@ def test_a_module_misbehaving_at_import_leaves_stdout_to_the_protocol(
 
 #: A tool that prints while it is called: a line, and text without a newline that Python
 #: keeps in its buffer (both would reach the client once fd 1 is the protocol's again).
-CALL_TIME_PRINTS = """import sys
+CALL_TIME_PRINTS = """import io
+import sys
 from typing import Annotated
 
 from tdk import tool
 
+{gesture}
 
 @tool(read_only=True)
 def chatty(text: Annotated[str, "Anything."]) -> str:
@@ -1007,17 +1009,33 @@ def chatty(text: Annotated[str, "Anything."]) -> str:
 """
 
 
+#: What a module does to ``sys.stdout`` while it is imported, before its tool prints.
+STDOUT_GESTURES = [
+    pytest.param("", id="leaves-it"),
+    pytest.param(
+        'sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")', id="rewraps"
+    ),
+    pytest.param("sys.stdout = sys.stderr", id="swaps-to-stderr"),
+    pytest.param("sys.stdout = io.StringIO()", id="swaps-to-stringio"),
+    pytest.param("sys.stdout.close()", id="closes-it"),
+    pytest.param("sys.stdout = None", id="drops-it"),
+]
+
+
+@pytest.mark.parametrize("gesture", STDOUT_GESTURES)
 def test_what_a_tool_prints_while_called_never_reaches_the_protocol(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, gesture: str
 ) -> None:
     """Over stdio, with the SDK's client (which closes stdin, then ends the process), a tool
     printing during its calls (a line, and buffered text without a newline) is answered, its
     text goes to stderr, and the client never reads a line that is not JSON-RPC: what Python
-    still buffered is flushed before fd 1 is the protocol's again."""
+    still buffered is flushed before fd 1 is the protocol's again. The same whatever the
+    module did to ``sys.stdout`` while imported (a stdout of its own then, which the server
+    takes back)."""
     # Buffered, as a host launches it (the SDK's default environment has no such variable).
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
     target = tmp_path / "chatty_tools.py"
-    target.write_text(CALL_TIME_PRINTS)
+    target.write_text(CALL_TIME_PRINTS.replace("{gesture}", gesture))
     log = tmp_path / "stderr.log"
 
     async def scenario() -> list[Any]:
