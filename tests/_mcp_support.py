@@ -1,6 +1,6 @@
-"""Small helpers of the MCP tests, as ``tests/test_mcp_serve.py`` has them (copied: a test
-module is no library): a bounded event loop, free ports, raw JSON-RPC messages, pipes standing
-in for a stdio server's stdin and stdout, and the parts of a ``CallToolResult`` the tests
+"""Small helpers of the MCP tests: a bounded event loop, free ports, raw JSON-RPC messages,
+pipes standing in for a stdio server's stdin and stdout, a stdio server asked only to
+initialize, a tool that holds its call, and the parts of a ``CallToolResult`` the tests
 read."""
 
 from __future__ import annotations
@@ -11,12 +11,17 @@ import json
 import os
 import select
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp import types
+
+from tdk import Toolkit, ToolRunner, tool
+from tdk.runner import Bulkhead
 
 T = TypeVar("T")
 
@@ -155,3 +160,52 @@ class Pipes:
                             self.answers[message["id"]] = message
         finally:
             self._to_server.close()
+
+
+def initialize_once(
+    argv: list[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[int, bytes, bytes]:
+    """Start a stdio server (``argv``), send it ``initialize`` and close its stdin: its exit
+    status, stdout and stderr (it is killed if it has not ended in ``SCENARIO_TIMEOUT``)."""
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    try:
+        out, err = process.communicate(
+            (json.dumps(INITIALIZE) + "\n").encode(), timeout=SCENARIO_TIMEOUT
+        )
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT)
+    return process.returncode, out, err
+
+
+class Held:
+    """A toolkit ``name`` of one tool, ``hold``, that waits until released, noting when a call
+    starts and how each ended; ``runner`` runs it with a bulkhead of one."""
+
+    def __init__(self, name: str) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.ended: list[Literal["done", "cancelled"]] = []
+
+        @tool(read_only=True)
+        async def hold(label: Annotated[str, "A label."]) -> str:
+            """Wait until released."""
+            self.entered.set()
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                self.ended.append("cancelled")
+                raise
+            self.ended.append("done")
+            return label
+
+        self.toolkit = Toolkit(name, [hold])
+        self.runner = ToolRunner(self.toolkit, bulkhead=Bulkhead(max_concurrent=1))

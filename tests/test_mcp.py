@@ -11,31 +11,25 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 import jsonschema
 import mcp
 import pytest
+from _mcp_support import Held, run
 from mcp import types
 from pydantic import BaseModel
 
 from tdk import ToolContext, Toolkit, ToolResult, ToolRunner, __version__, tool
 from tdk.errors import ErrorKind, RetryableToolError, UpstreamRateLimitError
 from tdk.hosts import mcp as tdk_mcp
-from tdk.runner import Bulkhead
 
 T = TypeVar("T")
 
 #: Bound of every in-memory scenario, in seconds: a hang fails the test instead of the run.
-SCENARIO_TIMEOUT = 30.0
 SECRET = "planted-secret-9f3a"
 MODES = ["auto", "legacy"]
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` in a new event loop, failing it after ``SCENARIO_TIMEOUT`` seconds."""
-    return asyncio.run(asyncio.wait_for(coro, SCENARIO_TIMEOUT))
 
 
 class Weather(BaseModel):
@@ -665,37 +659,13 @@ def test_calls_by_another_case_of_the_name_are_shaped_by_the_tool(mode: str) -> 
     assert run(session(tdk_mcp.server(kit), mode, body)) == [{"result": 3}, {"result": 3}]
 
 
-class Gate:
-    """A tool that holds its call until released, and notes how each call ended."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-        self.ended: list[Literal["done", "cancelled"]] = []
-
-        @tool(read_only=True)
-        async def hold(label: Annotated[str, "A label."]) -> str:
-            """Wait until released."""
-            self.entered.set()
-            try:
-                await self.release.wait()
-            except asyncio.CancelledError:
-                self.ended.append("cancelled")
-                raise
-            self.ended.append("done")
-            return label
-
-        self.toolkit = Toolkit("gate", [hold])
-        self.runner = ToolRunner(self.toolkit, bulkhead=Bulkhead(max_concurrent=1))
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_a_full_bulkhead_is_a_result(mode: str) -> None:
     """With a bulkhead of one, a second call while the first runs is refused as a result
     (``TOOL_RUNTIME_BULKHEAD_FULL``) and the first completes."""
 
     async def scenario() -> tuple[types.CallToolResult, types.CallToolResult]:
-        gate = Gate()
+        gate = Held("gate")
         server = tdk_mcp.server(gate.toolkit, runner=gate.runner)
         async with mcp.Client(server, mode=mode) as client:  # type: ignore[arg-type]
             first = asyncio.create_task(client.call_tool("hold", {"label": "first"}))
@@ -718,8 +688,8 @@ def test_a_call_given_up_by_its_client_frees_its_slot(mode: str, how: str) -> No
     """A call whose client goes away (its task cancelled) or stops waiting (read timeout) is
     cancelled in the server: the tool stops and the next call gets the bulkhead's slot."""
 
-    async def scenario() -> tuple[Gate, types.CallToolResult]:
-        gate = Gate()
+    async def scenario() -> tuple[Held, types.CallToolResult]:
+        gate = Held("gate")
         server = tdk_mcp.server(gate.toolkit, runner=gate.runner)
         if how == "cancelled":
 

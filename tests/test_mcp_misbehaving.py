@@ -49,6 +49,7 @@ from _mcp_support import (
     can_connect,
     facts,
     free_port,
+    initialize_once,
     run,
     text_of,
 )
@@ -967,22 +968,8 @@ def test_a_module_misbehaving_at_import_leaves_stdout_to_the_protocol(
     """The same, byte for byte: stdout holds only the answer to ``initialize``, and the
     server exits 0 when its stdin closes."""
     target = import_time_module(tmp_path / "served", "import_time_tools", code)
-    process = subprocess.Popen(
-        serve_argv(target),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-    )
-    try:
-        out, err = process.communicate(
-            (json.dumps(INITIALIZE) + "\n").encode(), timeout=SCENARIO_TIMEOUT
-        )
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=STOP_TIMEOUT)
-    assert process.returncode == 0, err
+    status, out, err = initialize_once(serve_argv(target), cwd=tmp_path)
+    assert status == 0, err
     [line] = out.decode().splitlines()
     assert json.loads(line)["result"]["serverInfo"]["name"] == "import_time_tools"
     for each in printed:

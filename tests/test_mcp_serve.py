@@ -41,9 +41,11 @@ from _mcp_support import (
     SCENARIO_TIMEOUT,
     START_TIMEOUT,
     STOP_TIMEOUT,
+    Held,
     Pipes,
     call_request,
     facts,
+    initialize_once,
     run,
     text_of,
 )
@@ -53,7 +55,6 @@ from mcp.client.stdio import stdio_client
 from tdk import ToolContext, Toolkit, ToolRunner, tool
 from tdk.__main__ import main
 from tdk.hosts import mcp as tdk_mcp
-from tdk.runner import Bulkhead
 
 T = TypeVar("T")
 
@@ -856,35 +857,12 @@ def test_cancelling_http_serve_closes_everything() -> None:
     assert left == {"tasks": [], "listening": False, "warnings": []}
 
 
-class Hold:
-    """A tool that waits until released; notes when it starts and how each call ended."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-        self.ended: list[str] = []
-
-        @tool(read_only=True)
-        async def hold(label: Annotated[str, "A label."]) -> str:
-            """Wait until released."""
-            self.entered.set()
-            try:
-                await self.release.wait()
-            except asyncio.CancelledError:
-                self.ended.append("cancelled")
-                raise
-            self.ended.append("done")
-            return label
-
-        self.toolkit = Toolkit("held", [hold])
-
-
 def test_a_client_cancelled_mid_call_frees_the_bulkhead_slot_over_http() -> None:
     """With a bulkhead of one slot, a call whose client is cancelled mid-call is cancelled in
     the server, so a new session's call gets the slot (not ``TOOL_RUNTIME_BULKHEAD_FULL``);
     while a call holds the slot, another is refused."""
-    held = Hold()
-    runner = ToolRunner(held.toolkit, bulkhead=Bulkhead(max_concurrent=1))
+    held = Held("held")
+    runner = held.runner
 
     async def scenario(url: str) -> tuple[types.CallToolResult, types.CallToolResult]:
         async def doomed() -> None:
@@ -1070,23 +1048,12 @@ def test_run_as_a_command(tools_file: Path) -> None:
 
 def test_a_stdio_server_ends_when_its_client_goes(tools_file: Path, tmp_path: Path) -> None:
     """``tdk serve`` over stdio ends with status 0 once stdin closes."""
-    process = subprocess.Popen(
+    status, out, err = initialize_once(
         [sys.executable, "-m", "tdk", "serve", str(tools_file)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         env=server_env(key=True),
         cwd=tmp_path,
     )
-    try:
-        out, err = process.communicate(
-            (json.dumps(INITIALIZE) + "\n").encode(), timeout=SCENARIO_TIMEOUT
-        )
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=STOP_TIMEOUT)
-    assert process.returncode == 0, err
+    assert status == 0, err
     [line] = out.decode().splitlines()
     assert json.loads(line)["result"]["serverInfo"]["name"] == "mcp_serve_tools"
     assert SECRET.encode() not in out + err
