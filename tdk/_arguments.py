@@ -7,7 +7,6 @@ invalid-arguments path about as cheap as a successful call.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
@@ -108,24 +107,15 @@ def validate_with_null_defaults(
     """``arguments`` validated again, in the same mode (JSON text as JSON), by a variant of
     ``model`` in which a ``null`` for one of ``names`` means "not given": the default
     applies. The variant is made on the first call that needs it (most tools never do)."""
-    variant = _NULL_DEFAULT_MODELS.get(model)
+    variant = model.__dict__.get("_tdk_null_variant")
     if variant is None:
         fields = [
             field for field, info in model.model_fields.items() if (info.alias or field) in names
         ]
         rule = field_validator(*fields, mode="before")(_null_means_default)
-        variant = create_model(model.__name__, __base__=model, __validators__={"null": rule})
-        _NULL_DEFAULT_MODELS[model] = variant
-    if type(arguments) is dict:
-        validated: BaseModel = variant.__pydantic_validator__.validate_python(arguments)
-        return validated
+        variant = create_model(model.__name__, __base__=model, __validators__={"_tdk_null": rule})
+        type.__setattr__(model, "_tdk_null_variant", variant)  # (dies with the model)
     return validate_arguments(variant, arguments)
-
-
-#: Input model -> its variant where a null means the default (see above).
-_NULL_DEFAULT_MODELS: weakref.WeakKeyDictionary[type[BaseModel], type[BaseModel]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _null_means_default(value: Any) -> Any:

@@ -11,6 +11,7 @@ import html
 import json
 import re
 import uuid
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -212,20 +213,33 @@ class ToolContext:
         """A copy of this context (of its class, a subclass's own fields and attributes
         included) whose idempotency key is ``key``; nothing is computed again."""
         kind = type(self)
+        names = _SLOT_NAMES.get(kind)
+        if names is None:
+            names = _SLOT_NAMES[kind] = _slot_names(kind)
         copy = object.__new__(kind)
-        for cls in kind.__mro__:
-            slots = cls.__dict__.get("__slots__", ())
-            for slot in (slots,) if isinstance(slots, str) else slots:
-                if slot in ("__dict__", "__weakref__"):
-                    continue
-                private = slot.startswith("__") and not slot.endswith("__")
-                name = f"_{cls.__name__.lstrip('_')}{slot}" if private else slot
-                if hasattr(self, name):
-                    object.__setattr__(copy, name, getattr(self, name))
+        for name in names:
+            if hasattr(self, name):
+                object.__setattr__(copy, name, getattr(self, name))
         if hasattr(self, "__dict__"):
             object.__setattr__(copy, "__dict__", dict(self.__dict__))
         object.__setattr__(copy, "idempotency_key", key)
         return copy
+
+
+#: A context class -> the attribute names of its slots (mangled), as copies read them.
+_SLOT_NAMES: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def _slot_names(kind: type) -> tuple[str, ...]:
+    names = []
+    for cls in kind.__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot in ("__dict__", "__weakref__"):
+                continue
+            private = slot.startswith("__") and not slot.endswith("__")
+            names.append(f"_{cls.__name__.lstrip('_')}{slot}" if private else slot)
+    return tuple(names)
 
 
 #: The context of a call given none (each call gets a keyed copy of it).

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pydantic_core import to_json
 
-from tdk._json_safe import json_safe
+from tdk._json_safe import json_safe, utf8_copy
 from tdk._redact import encodable, redact_text
 from tdk.errors import MAX_SAFE_INT, ErrorInfo
 
@@ -23,15 +23,30 @@ __all__ = ["error_text", "value_text"]
 
 
 def value_text(value: Any) -> str:
-    """The value as the model reads it: a ``str`` as it is, anything else as compact JSON
-    (written once; a value that JSON cannot take, only possible in a result built by hand,
-    is first made JSON-safe)."""
+    """The value as the model reads it: a ``str`` as it is, anything else as compact JSON."""
+    return sendable(value)[1]
+
+
+def sendable(value: Any) -> tuple[Any, str]:
+    """``value`` with every text valid UTF-8 (each lone surrogate U+FFFD), and its text as the
+    model reads it (see :func:`value_text`). Never raises."""
     if type(value) is str:
-        return encodable(value)
+        value = encodable(value)
+        return value, value
     try:  # (pydantic-core's writer: compact, UTF-8, four times json.dumps's speed)
-        return to_json(value, inf_nan_mode="strings").decode()
-    except Exception:  # a lone surrogate; or, in a result built by hand, a foreign object
-        return encodable(_COMPACT.encode(json_safe(value)))
+        return value, to_json(value, inf_nan_mode="strings").decode()
+    except Exception:
+        return _repaired(value)
+
+
+def _repaired(value: Any) -> tuple[Any, str]:
+    """:func:`sendable` of a value pydantic-core could not write."""
+    try:  # a lone surrogate (a name read with surrogateescape): U+FFFD, nothing cut
+        value = utf8_copy(value)
+        return value, to_json(value, inf_nan_mode="strings").decode()
+    except Exception:  # in a result built by hand: a foreign object, a cycle
+        value = utf8_copy(json_safe(value))
+        return value, _COMPACT.encode(value)
 
 
 #: Compact JSON, non-ASCII as it is (fewer tokens), no NaN: one encoder, made once.
@@ -41,9 +56,14 @@ _COMPACT: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separato
 def error_text(error: ErrorInfo) -> str:
     """The failure as the model reads it: ``{"kind", "message"}`` and, when set,
     ``retry_after_ms`` and ``additional_prompt_content``."""
+    return to_json(error_fields(error)).decode()
+
+
+def error_fields(error: ErrorInfo) -> dict[str, Any]:
+    """What :func:`error_text` writes, as a dict."""
     shown: dict[str, Any] = {"kind": error.kind.value, "message": redact_text(error.message)}
     if error.retry_after_ms is not None:  # (bounded: an ErrorInfo built by hand may hold any)
         shown["retry_after_ms"] = min(error.retry_after_ms, MAX_SAFE_INT)
     if error.additional_prompt_content:
         shown["additional_prompt_content"] = redact_text(error.additional_prompt_content)
-    return to_json(shown).decode()
+    return shown

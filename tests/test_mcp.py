@@ -17,12 +17,12 @@ from typing import Annotated, Any, TypeVar
 import jsonschema
 import mcp
 import pytest
-from _mcp_support import Held, run
+from _mcp_support import Held, run, text_of
 from mcp import types
 from pydantic import BaseModel
 
 from tdk import ToolContext, Toolkit, ToolResult, ToolRunner, __version__, tool
-from tdk.errors import ErrorKind, RetryableToolError, UpstreamRateLimitError
+from tdk.errors import ErrorInfo, ErrorKind, RetryableToolError, UpstreamRateLimitError
 from tdk.hosts import mcp as tdk_mcp
 
 T = TypeVar("T")
@@ -756,3 +756,34 @@ def test_an_unknown_transport_is_refused() -> None:
     """``serve()`` serves ``stdio`` or ``http``; anything else is a ``ValueError``."""
     with pytest.raises(ValueError, match="transport must be 'stdio' or 'http', not 'sse'"):
         run(tdk_mcp.serve(toolkit(), "sse"))  # type: ignore[arg-type]
+
+
+def test_a_value_with_a_lone_surrogate_goes_out_whole() -> None:
+    """Thousands of names, one read with ``surrogateescape``: the text the model reads and
+    the structured value hold every name, that one with U+FFFD (nothing is cut), and
+    ``for_model()`` says the same."""
+    names = [f"file-{n}.txt" for n in range(20_001)]
+    names[7] = "caf\udce9.txt"
+    result = ToolResult(tool="files", value=names, attempts=1, duration_ms=1.0)
+    answered = tdk_mcp.result(result)
+    expected = [*names[:7], "caf\ufffd.txt", *names[8:]]
+    assert answered.structured_content == {"result": expected}
+    assert json.loads(text_of(answered)) == expected
+    assert json.loads(result.for_model()) == expected
+
+
+def test_the_error_facts_show_what_the_text_shows() -> None:
+    """An error built by hand with a credential in its prompt content: ``_meta["tdk/error"]``
+    and the text the model reads both have it redacted."""
+    error = ErrorInfo(
+        error="RetryableToolError",
+        kind=ErrorKind.TOOL_RUNTIME_RETRY,
+        category=ErrorKind.TOOL_RUNTIME_RETRY.category,
+        message="Try again.",
+        retryable=True,
+        additional_prompt_content="retry with api_key=sk-abcdefghijklmnopqrstuvwx",
+    )
+    answered = tdk_mcp.result(ToolResult(tool="t", error=error, attempts=1, duration_ms=1.0))
+    assert "sk-abcdefghijklmnopqrstuvwx" not in text_of(answered)
+    assert answered.meta is not None
+    assert "sk-abcdefghijklmnopqrstuvwx" not in json.dumps(answered.meta)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import gc
 import json
 import types
+import weakref
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Optional
 
@@ -619,3 +621,35 @@ def test_a_mutable_default_is_fresh_in_each_call(
     assert PLAIN_LIST == []
     assert PLAIN_DICT == {}
     assert Address(street="1 Main St") == HOME
+
+
+def test_a_parameter_named_null_keeps_its_own_default() -> None:
+    """The rule that reads a ``null`` as "not given" is not mistaken for a parameter's
+    default: a parameter called ``null`` still gets its own."""
+
+    @tool
+    def shifted(null: Annotated[int, "An offset."] = 1, x: Annotated[int, "A value."] = 2) -> int:
+        """Add."""
+        return null + x
+
+    result = shifted.run_sync({"x": None})
+    assert result.error is None
+    assert result.value == 3
+
+
+def test_the_variant_model_goes_with_its_tool() -> None:
+    """The variant of an input model made for a null is freed with the tool (nothing keeps
+    the models of tools defined on the fly alive)."""
+
+    def defined() -> weakref.ref[type]:
+        @tool
+        def once(x: Annotated[int, "A value."] = 2) -> int:
+            """Echo."""
+            return x
+
+        assert once.run_sync({"x": None}).value == 2
+        return weakref.ref(once.spec.input_model)
+
+    model = defined()
+    gc.collect()
+    assert model() is None

@@ -53,8 +53,7 @@ from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
 from tdk._error_info import make_error_info
 from tdk._execute import failure_result, shown_name
-from tdk._json_safe import utf8_copy
-from tdk._redact import encodable
+from tdk._model_text import error_fields, sendable
 from tdk._result import ToolResult
 from tdk._streams import flush_stdout
 from tdk._tool import Tool
@@ -99,30 +98,26 @@ def _answer(tool_result: ToolResult, *, wrapped: bool) -> dict[str, Any]:
     """The ``CallToolResult`` of ``tool_result`` in its wire form (as :func:`result` says)."""
     error = tool_result.error
     if error is None:
-        value = tool_result.value
-        if type(value) is str:
-            value = encodable(value)
-        try:  # the text, and the proof that the value encodes as UTF-8
-            shown = value if type(value) is str else to_json(value).decode()
-        except ValueError:  # a lone surrogate (a file name read with surrogateescape...)
-            value = utf8_copy(value)
-            shown = tool_result.model_copy(update={"value": value}).for_model()
+        value, shown = sendable(tool_result.value)
         if not wrapped and type(value) is not dict:  # an output schema that says "object" wrongly
             return _answer(_bad_output(tool_result), wrapped=False)
         return {
             **_DEFAULTS,
-            "content": [{"type": "text", "text": encodable(shown)}],
+            "content": [{"type": "text", "text": shown}],
             "structuredContent": {"result": value} if wrapped else value,
             "isError": False,
         }
-    text = [{"type": "text", "text": tool_result.for_model()}]
+    fields = error_fields(error)  # (the texts redacted once more, as the model reads them)
+    text = [{"type": "text", "text": to_json(fields).decode()}]
     facts = {
-        "kind": error.kind.value,
+        "kind": fields["kind"],
         "category": error.category.value,
         "retryable": error.retryable,
-        "retry_after_ms": error.retry_after_ms,
+        "retry_after_ms": fields.get("retry_after_ms"),
         "status_code": error.status_code,
-        "additional_prompt_content": error.additional_prompt_content,
+        "additional_prompt_content": fields.get(
+            "additional_prompt_content", error.additional_prompt_content
+        ),
     }
     return {**_DEFAULTS, "content": text, "isError": True, "_meta": {"tdk/error": facts}}
 
