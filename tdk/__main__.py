@@ -33,6 +33,7 @@ from tdk._context import ToolContext
 from tdk._execute import checked_seconds
 from tdk._loop import run_in_new_loop
 from tdk._redact import redact_text
+from tdk._seconds import shown
 from tdk._serving import serve_command, serving_packages
 from tdk._streams import streams_aside
 from tdk._tool import collect_definition_errors
@@ -75,25 +76,24 @@ def _script_path(target: str) -> Iterator[None]:
     modules beside it. (A path that is no module is left to ``from_path`` to report.) For a
     dotted module found nowhere else, the working directory last (see
     :func:`_working_directory_of`)."""
-    first = True
-    try:
-        folder = str(import_root(target)) if _is_path(target) else None
-    except ToolkitLoadError:
-        folder = None
-    if folder is None and not _is_path(target):
-        folder, first = _working_directory_of(target), False
+    path = _is_path(target)
+    folder = _import_root_or_none(target) if path else _working_directory_of(target)
     if folder is None:
         yield
         return
-    if first:
-        sys.path.insert(0, folder)
-    else:
-        sys.path.append(folder)
+    sys.path.insert(0 if path else len(sys.path), folder)
     try:
         yield
     finally:
         with contextlib.suppress(ValueError):  # the module may have removed it itself
             sys.path.remove(folder)
+
+
+def _import_root_or_none(target: str) -> str | None:
+    try:
+        return str(import_root(target))
+    except ToolkitLoadError:  # (left to from_path to report)
+        return None
 
 
 def _working_directory_of(module: str) -> str | None:
@@ -152,7 +152,7 @@ def _toolkit_or_report(target: str) -> Toolkit | None:
 
 def _shown(code: object) -> str:
     """An exit code as a message may show it: redacted and cut (it may be any object)."""
-    return redact_text(repr(code), limit=200)
+    return redact_text(shown(code), limit=200)
 
 
 def _check(toolkit: Toolkit) -> int:
@@ -228,11 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
 
-    if options.command == "serve":  # its packages loaded before the target's folder is on
-        serving_packages(http=options.http)  # sys.path (a tool file mcp.py is then a clash)
+    # tdk serve's packages are loaded before the target's folder is on sys.path (a tool file
+    # mcp.py is then a clash, not the package), once.
+    missing = serving_packages(http=options.http) if options.command == "serve" else None
     try:
         with _script_path(options.target):
-            status = _command(options)
+            status = _command(options, missing)
         with contextlib.suppress(AttributeError, ValueError):  # (None, or closed by a tool)
             sys.stdout.flush()  # so that a reader gone away shows here, not at exit
     except BrokenPipeError:
@@ -247,9 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _command(options: argparse.Namespace) -> int:
+def _command(options: argparse.Namespace, missing: str | None) -> int:
+    """Run the parsed command; ``missing``: what ``tdk serve`` lacks, or None."""
     if options.command == "serve":
-        return serve_command(options, lambda: _toolkit_or_report(options.target))
+        return serve_command(options, lambda: _toolkit_or_report(options.target), missing)
     if options.command == "check":
         toolkit = _toolkit_or_report(options.target)
         return 1 if toolkit is None else _check(toolkit)

@@ -153,9 +153,9 @@ def _mapped_record(
 
 _NOT_TEXT: Final = frozenset({int, float, bool, type(None)})
 _MISSING: Final = object()
-#: ``(field, type, may be None)`` of what :func:`_read_tool_error` reads.
 #: The fields of ErrorInfo, in order: the keys of every record made for one.
 _INFO_FIELDS: Final = tuple(ErrorInfo.model_fields)
+#: ``(field, type, may be None)`` of what :func:`_read_tool_error` reads.
 _FIELDS: Final = (
     ("message", str, False),
     ("developer_message", str, True),

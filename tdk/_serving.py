@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 from tdk._loop import run_in_new_loop
-from tdk._streams import streams_aside
+from tdk._streams import flush_stdout, streams_aside
 from tdk._toolkit import Toolkit
 
 __all__ = ["serve_command", "serving_packages"]
@@ -39,10 +39,12 @@ def serving_packages(*, http: bool) -> str | None:
     return None
 
 
-def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None]) -> int:
+def serve_command(
+    options: argparse.Namespace, load: Callable[[], Toolkit | None], missing: str | None
+) -> int:
     """Run ``tdk serve`` with the parsed ``options``; ``load`` loads the target's toolkit (or
-    reports why it cannot and gives None). Returns the exit status."""
-    missing = serving_packages(http=options.http)
+    reports why it cannot and gives None); ``missing`` is what :func:`serving_packages` said,
+    before the target's folder was on ``sys.path``. Returns the exit status."""
     if missing is not None:
         print(f"tdk serve: {missing}", file=sys.stderr)
         return 1
@@ -76,6 +78,10 @@ def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None
     )
     try:
         interrupted = run_in_new_loop(_until_signalled(serving, stdio=not options.http))
+    except BaseExceptionGroup as group:  # the SDK's task group: the host stopped reading
+        if group.split(BrokenPipeError)[1] is not None:
+            raise
+        return 0
     except OSError as cannot:  # a port in use, an address not of this machine
         reason = cannot.strerror or type(cannot).__name__
         print(
@@ -84,13 +90,11 @@ def serve_command(options: argparse.Namespace, load: Callable[[], Toolkit | None
         return 1
     if not interrupted:
         return 0
-    print("tdk: interrupted", file=sys.stderr)
     if not options.http:
         # The SDK's reader of stdin is a thread blocked in read(): it would hold the process
-        # until the host writes again. Everything is shut down and flushed; leave now.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
+        # until the host writes again. Everything is shut down; flush and leave now.
+        _exit_now()
+    print("tdk: interrupted", file=sys.stderr)
     return 130
 
 
@@ -121,9 +125,13 @@ async def _until_signalled(serving: Coroutine[Any, Any, None], *, stdio: bool) -
 
 
 def _exit_now() -> None:
-    print("tdk: interrupted", file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    """Say so on stderr and end the process with status 130, whatever a tool did to the
+    standard streams (a ``sys.stdout`` set to None or closed must not keep it running)."""
+    flush_stdout()
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        os.write(2, b"tdk: interrupted\n")
     os._exit(130)
 
 

@@ -647,6 +647,23 @@ def test_run_arguments_that_are_not_text_in_process(
             "__name__ == '__main__':",
             id="module-exits-with-a-message",
         ),
+        pytest.param(
+            "raise SystemExit(10 ** 5000)\n",
+            1,
+            "[TOOLKIT_LOAD_FAILED] ToolkitLoadError: importing PATH raised SystemExit(an int of "
+            "16610 bits): a tool module must not exit when imported; put script code under if "
+            "__name__ == '__main__':",
+            id="module-exits-with-a-huge-status",
+        ),
+        pytest.param(
+            "class Code:\n    def __repr__(self):\n        raise RuntimeError\n\n"
+            "raise SystemExit(Code())\n",
+            1,
+            "[TOOLKIT_LOAD_FAILED] ToolkitLoadError: importing PATH raised SystemExit(a Code): a "
+            "tool module must not exit when imported; put script code under if "
+            "__name__ == '__main__':",
+            id="module-exits-with-an-unprintable-code",
+        ),
         pytest.param("raise KeyboardInterrupt\n", 130, "tdk: interrupted", id="interrupted"),
     ],
 )

@@ -1424,3 +1424,66 @@ def test_a_module_exiting_at_import(tmp_path: Path, transport: str, code: str) -
     assert TOKEN[3:] not in done.stderr + done.stdout
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+#: Tools that leave the standard streams in a state the server's own exit must survive.
+STREAM_BREAKERS = """import sys
+
+from tdk import tool
+
+
+@tool(read_only=True)
+def drop_stdout() -> int:
+    \"\"\"Leave no sys.stdout.\"\"\"
+    sys.stdout = None
+    return 1
+
+
+@tool(read_only=True)
+def close_stdout() -> int:
+    \"\"\"Close sys.stdout.\"\"\"
+    sys.stdout.close()
+    return 1
+
+
+@tool(read_only=True)
+def drop_stderr() -> int:
+    \"\"\"Leave no sys.stderr.\"\"\"
+    sys.stderr = None
+    return 1
+"""
+
+
+@pytest.mark.parametrize("breaker", ["drop_stdout", "close_stdout", "drop_stderr"])
+def test_a_signal_stops_tdk_serve_whatever_a_tool_did_to_the_streams(
+    tmp_path: Path, breaker: str
+) -> None:
+    """Over stdio, after a tool dropped or closed ``sys.stdout`` or dropped ``sys.stderr``,
+    SIGINT still ends ``tdk serve`` within 10 s with status 130 (flushing a missing stream
+    kept it running on the SDK's stdin thread)."""
+    target = tmp_path / "stream_breakers.py"
+    target.write_text(STREAM_BREAKERS)
+    log = tmp_path / "server.log"
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            serve_argv(target), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+        )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        for message in (INITIALIZE, INITIALIZED, call_request(1, breaker, {})):
+            process.stdin.write(json.dumps(message).encode() + b"\n")
+        process.stdin.flush()
+        answers = [read_line(process.stdout, START_TIMEOUT) for _ in range(2)]
+        assert b'"id":1' in answers[1], answers
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=SIGNAL_EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"tdk serve did not exit {SIGNAL_EXIT_TIMEOUT} s after SIGINT")
+    finally:
+        stop(process)
+        for stream in (process.stdin, process.stdout):
+            stream.close()
+    assert process.returncode == 130, log.read_text()
+    assert "tdk: interrupted" in log.read_text()
