@@ -78,6 +78,20 @@ def secret_values(context: ToolContext) -> tuple[str, ...]:
     return tuple(found)
 
 
+def secrets_of(context: ToolContext | None) -> tuple[str, ...]:
+    """The exact values to scrub for a call with ``context`` (computed once per context)."""
+    if context is None:
+        return ()
+    try:
+        return context._secret_values  # tdk's own attribute, computed by ToolContext
+    except AttributeError:
+        if isinstance(context, ToolContext):  # a subclass whose __post_init__ skipped ours
+            return secret_values(context)
+        raise TypeError(
+            f"context must be a ToolContext or None, not {type(context).__name__}"
+        ) from None
+
+
 def _escaped_forms(value: str) -> Iterator[str]:
     """``value`` as the code that echoes it may have escaped it: percent-encoded (in a path, in
     a query, as ``urllib`` and as httpx write them; upper- and lower-case hex); as ``repr()``

@@ -40,7 +40,7 @@ from tdk._arguments import (
     validate_arguments,
     validate_with_null_defaults,
 )
-from tdk._context import ToolContext, secret_values
+from tdk._context import ToolContext, secrets_of
 from tdk._default import DEFAULT, Default
 from tdk._error_info import error_info_from_exception
 from tdk._json_safe import utf8_copy
@@ -117,7 +117,7 @@ async def execute(
         timeout = _checked_options(call_id, timeout)
     # The call's secrets are scrubbed from every text redacted while it runs (the HTTP
     # hook's errors, httpx's log lines), not only from its result.
-    secrets = () if context is None else _secrets_of(context)
+    secrets = () if context is None else secrets_of(context)
     ambient = call_secrets(secrets) if secrets else None
     try:
         attempts = 0
@@ -242,7 +242,7 @@ def failure_result(
     """
     try:
         info = error_info_from_exception(
-            exc, name, include_stacktrace=include_stacktrace, secrets=_secrets_of(context)
+            exc, name, include_stacktrace=include_stacktrace, secrets=secrets_of(context)
         )
     except Exception as unreadable:  # pragma: no cover (a bug of tdk's: no known exception
         # reaches here any more; tests/test_execute_hostile.py lists those that did)
@@ -281,7 +281,7 @@ MAX_SHOWN_NAME: Final = 100
 def shown_name(name: str, context: ToolContext | None) -> str:
     """An unknown tool name as a result may repeat it: redacted (the model sent it, and it may
     carry anything, a secret of the call's context included) and cut."""
-    return redact_text(name, _secrets_of(context), limit=MAX_SHOWN_NAME)
+    return redact_text(name, secrets_of(context), limit=MAX_SHOWN_NAME)
 
 
 def _logged_failure(
@@ -428,20 +428,6 @@ def _check_numbers(output: object) -> None:
             ) from None
 
 
-def _secrets_of(context: ToolContext | None) -> tuple[str, ...]:
-    """The exact values to scrub for a call with ``context`` (computed once per context)."""
-    if context is None:
-        return ()
-    try:
-        return context._secret_values  # tdk's own attribute, computed by ToolContext
-    except AttributeError:
-        if isinstance(context, ToolContext):  # a subclass whose __post_init__ skipped ours
-            return secret_values(context)
-        raise TypeError(
-            f"context must be a ToolContext or None, not {type(context).__name__}"
-        ) from None
-
-
 def _log_failure(info: ErrorInfo) -> None:
     """One record per failure, built only when a handler will see it.
 
@@ -500,7 +486,7 @@ def map_direct_call_error(
     """The tdk error a direct call of a tool raises for ``exc``; ``exc`` itself when it is a
     tdk error. Secrets of a ``ToolContext`` among the call's arguments are redacted."""
     contexts = [a for a in (*args, *kwargs.values()) if isinstance(a, ToolContext)]
-    error = to_tool_error(exc, secrets=[s for c in contexts for s in _secrets_of(c)])
+    error = to_tool_error(exc, secrets=[s for c in contexts for s in secrets_of(c)])
     if getattr(error, "tool_name", None) is None:  # (an __init__ may have skipped ours)
         error.tool_name = name
     return error

@@ -31,10 +31,10 @@ from contextvars import ContextVar
 from types import SimpleNamespace
 from typing import Any, Final
 
-from tdk._context import ToolContext, secret_values
+from tdk._context import ToolContext, secrets_of
 from tdk._redact import redact_text
 from tdk._result import ToolResult
-from tdk.errors import ErrorKind
+from tdk.errors import _HIDDEN_CHARACTERS, ErrorKind
 
 __all__ = ["Telemetry", "active", "circuit_changed", "counted", "event", "traced_attempt"]
 
@@ -140,7 +140,7 @@ class Telemetry:
     ) -> ToolResult:
         """``running`` (a call of ``name``, as called, with ``context``) inside its span, with
         its duration recorded. Names and ids are redacted with the context's secrets too."""
-        secrets = () if context is None else secret_values(context)
+        secrets = secrets_of(context) if isinstance(context, ToolContext) else ()
         started = time.perf_counter()
         shown = _attribute_text(name, secrets)
         attributes = {
@@ -180,8 +180,9 @@ class Telemetry:
         self, running: Coroutine[Any, Any, ToolResult], name: str, number: int
     ) -> ToolResult:
         """One attempt of a runner's call, as a child span of the call's."""
-        attributes = {"gen_ai.tool.name": _attribute_text(name), "tdk.attempt": number}
-        with self._span(f"attempt {number} {_attribute_text(name)}", attributes) as span:
+        shown = _attribute_text(name)
+        attributes = {"gen_ai.tool.name": shown, "tdk.attempt": number}
+        with self._span(f"attempt {number} {shown}", attributes) as span:
             result = await running
             if span is not None:
                 with contextlib.suppress(Exception):
@@ -268,8 +269,8 @@ def _attribute_text(value: str, secrets: tuple[str, ...] = (), *, limit: int = _
     return _CONTROL.sub("\ufffd", redact_text(value, secrets, limit=limit))
 
 
-#: C0 and C1 control characters, DEL included.
-_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: Control characters, and those that split a line or hide text (as a log line escapes them).
+_CONTROL: Final = re.compile(f"[\x00-\x1f{_HIDDEN_CHARACTERS}]")
 
 
 def _load() -> Any:

@@ -832,13 +832,17 @@ _LOG_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: controls (U+0085 ends a line for ``str.splitlines``), the line and paragraph separators,
 #: every other format character (those that reorder or hide text in a viewer: bidirectional
 #: marks, embeddings, overrides and isolates, zero-width characters, soft hyphen, BOM, tags),
-#: as Unicode 15.1 lists them, and lone surrogates (which a UTF-8 log file cannot hold).
-_LOG_HIDDEN = re.compile(
-    "[\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
-    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+#: as Unicode 15.1 lists them.
+_HIDDEN_CHARACTERS: Final = (
+    "\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f"
 )
+"""The body of a regular-expression character class of those characters (tdk's span
+attributes and the upstream texts it quotes are cleaned of them too)."""
+#: Those, and lone surrogates (which a UTF-8 log file cannot hold).
+_LOG_HIDDEN = re.compile(f"[{_HIDDEN_CHARACTERS}\ud800-\udfff]")
 
 
 def _escaped(found: re.Match[str]) -> str:

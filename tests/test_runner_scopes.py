@@ -525,3 +525,59 @@ def test_a_call_waiting_for_the_limiter_does_not_run_after_its_circuit_changed()
     result = asyncio.run(scenario())
     assert ran == [0]
     assert result.kind == ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+
+
+def test_available_reads_the_breakers_own_scope() -> None:
+    """A limiter kept per user and a breaker kept per tool: without a context,
+    ``available()`` still sees the tool's open circuit."""
+
+    @tool(idempotent=True)
+    async def failing(x: Annotated[int, "A value."]) -> int:
+        """Fail as a server does."""
+        raise UpstreamServerError("down", status_code=503)
+
+    toolkit = Toolkit("k", [failing])
+    runner = ToolRunner(
+        toolkit,
+        rate_limit=RateLimit(calls=100, period=1.0, scope="u:{user_id}"),
+        circuit_breaker=CircuitBreaker(failure_threshold=1, reset_timeout=60.0),
+    )
+    asyncio.run(runner.run("failing", {"x": 1}, context=ToolContext(user_id="a")))
+    assert asyncio.run(runner.available(toolkit)) == []
+    assert asyncio.run(runner.available(toolkit, context=ToolContext(user_id="a"))) == []
+
+
+def test_a_shared_per_user_quota_survives_a_sweep_of_idle_users() -> None:
+    """Two tools share ``RateLimit(1, 100 s, scope="u:{user_id}")``: after thousands of other
+    users made one tool forget its idle state, a user still gets one call in the window
+    across both tools, not one per tool."""
+
+    @tool(read_only=True)
+    async def first(x: Annotated[int, "A value."]) -> int:
+        """Echo."""
+        return x
+
+    @tool(read_only=True)
+    async def second(x: Annotated[int, "A value."]) -> int:
+        """Echo."""
+        return x
+
+    now = [0.0]
+    runner = ToolRunner(
+        Toolkit("k", [first, second]),
+        rate_limit=RateLimit(calls=1, period=100.0, scope="u:{user_id}"),
+        clock=lambda: now[0],
+    )
+    user = ToolContext(user_id="X")
+
+    async def scenario() -> list[bool]:
+        assert (await runner.run("second", {"x": 1}, context=user)).is_success
+        now[0] = 200.0  # X is idle, and the window has passed
+        for n in range(4097):
+            await runner.run("first", {"x": 1}, context=ToolContext(user_id=f"u{n}"))
+        return [
+            (await runner.run(name, {"x": 1}, context=user)).is_success
+            for name in ("first", "second", "first", "second")
+        ]
+
+    assert asyncio.run(scenario()) == [True, False, False, False]

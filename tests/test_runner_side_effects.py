@@ -386,3 +386,34 @@ def test_a_context_subclass_with_odd_slots_keeps_them() -> None:
     for context in (single, private):
         assert asyncio.run(whose.run({}, context=context)).is_success
     assert seen == ["acme", "globex"]
+
+
+@tool(idempotent=True)
+async def lookup_elsewhere(title: Annotated[str, "The title."]) -> str:
+    """An idempotent read of a service that cannot be reached (its runner retries it)."""
+    async with _installed() as client:
+        return (await client.get("https://search.example/issues", params={"q": title})).text
+
+
+INNER = ToolRunner(Toolkit("inner", [lookup_elsewhere]), retry=RETRY)
+
+
+@tool
+async def create_then_look_up(title: Annotated[str, "The title."]) -> str:
+    """Create (answered), look the issue up through another runner that retries, then
+    notify a service that cannot be reached."""
+    async with _installed() as client:
+        await client.post("https://api.example/plain", json={"t": title})
+        await INNER.run("lookup_elsewhere", {"title": title})
+        return (await client.post("https://notify.example/hook", json={"t": title})).text
+
+
+def test_a_nested_runner_retrying_a_read_keeps_the_write_from_repeating() -> None:
+    """An inner runner's retries of an idempotent tool count that tool's own answers, never
+    the outer call's: the write that was answered is still not repeated."""
+    POSTS.clear()
+    runner = ToolRunner(Toolkit("t", [create_then_look_up]), retry=RETRY)
+    result = _run(runner, "create_then_look_up", {"title": "a"})
+    assert len(POSTS) == 1
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "not_idempotent"

@@ -460,6 +460,23 @@ def test_long_names_and_call_ids_are_cut(otel: Otel) -> None:
     assert span.attributes["gen_ai.tool.call.id"] == "y" * 256 + "... [744 more characters]"
 
 
+@pytest.mark.parametrize(
+    "hidden",
+    ["\x1b", "\u2028", "\x85", "\u202e", "\u200b"],
+    ids=["esc", "ls", "nel", "rlo", "zwsp"],
+)
+def test_names_and_call_ids_carry_no_hidden_characters(otel: Otel, hidden: str) -> None:
+    """A name or call id a model made up, holding a control character, a line separator or
+    a character that reorders or hides text, reaches the span with it replaced by U+FFFD."""
+    run(Toolkit("kit", [add]).run(f"evil{hidden}name", {}, call_id=f"c{hidden}1"))
+
+    [span] = otel.spans()
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.tool.name"] == "evil\ufffdname"
+    assert span.attributes["gen_ai.tool.call.id"] == "c\ufffd1"
+    assert hidden not in span.name
+
+
 # --- 3. ToolRunner ---------------------------------------------------------------------------
 
 

@@ -36,6 +36,8 @@ from typing import Any, Final, cast
 
 import httpx
 
+from tdk.errors import _HIDDEN_CHARACTERS
+
 #: Raw (and decoded) bytes the hook reads from an error body at most.
 DEFAULT_MAX_BODY_BYTES: Final = 65_536
 #: Seconds the hook spends reading an error body at most.
@@ -55,7 +57,8 @@ _MAX_LOC_PARTS: Final = 10
 #: ``sys.set_int_max_str_digits`` accepts); a longer one reads as an infinite float.
 _MAX_JSON_INT_DIGITS: Final = 600
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]+")
+#: Control characters, and those that split a line or hide text (as a log line escapes them).
+_CONTROL = re.compile(f"[\x00-\x1f{_HIDDEN_CHARACTERS}]+")
 _SPACES = re.compile(r"\s{2,}")
 _XML_CODE = re.compile(r"<Code>([^<]{1,200})</Code>")
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([^\s;\"']+)", re.IGNORECASE)

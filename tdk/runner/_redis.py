@@ -220,18 +220,23 @@ class RedisStore:
             return _QUIET
         if change not in _SCRIPTED:
             return await self._optimistic(key, change, args)
-        async with asyncio.timeout(self.timeout):
-            if change is admit:
-                return await self._admitted(key, args[0])
-            if change is peek:
-                return bool(await self._peek(keys=[key], args=_peek_args(args[0])))
-            if change is acquire:
-                verdict = await self._acquired(key, args[0], args[2] if len(args) > 2 else None)
-                generation, after, failures = verdict[0], verdict[2], verdict[3]
-                answer: Any = verdict
-            else:
-                answer = await self._recorded(key, args[0], args[2], args[3])
-                generation, after, failures = args[2], answer[1], answer[2]
+        try:
+            async with asyncio.timeout(self.timeout):
+                if change is admit:
+                    return await self._admitted(key, args[0])
+                if change is peek:
+                    return bool(await self._peek(keys=[key], args=_peek_args(args[0])))
+                if change is acquire:
+                    probe_lifetime = args[2] if len(args) > 2 else None
+                    verdict = await self._acquired(key, args[0], probe_lifetime)
+                    generation, after, failures = verdict[0], verdict[2], verdict[3]
+                    answer: Any = verdict
+                else:
+                    answer = await self._recorded(key, args[0], args[2], args[3])
+                    generation, after, failures = args[2], answer[1], answer[2]
+        except (TypeError, ValueError, IndexError) as bad:  # a reply of another shape (a proxy,
+            # a server that is not Redis): no answer, as an outage is
+            raise RedisError(f"unexpected reply to a tdk script ({type(bad).__name__})") from bad
         if after is _CLOSED and failures == 0:
             if len(self._quiet) >= _MAX_QUIET:  # (per-user scopes: bounded, forgets all)
                 self._quiet.clear()
@@ -246,7 +251,10 @@ class RedisStore:
         wait = await self._admit(
             keys=[key], args=[limit.calls, period_us, nonce, _ttl_ms(limit.period)]
         )
-        return int(wait) / _SECOND_US
+        waited = int(wait)
+        if not 0 <= waited <= period_us:  # (the script never answers another: no answer)
+            raise ValueError(waited)
+        return waited / _SECOND_US
 
     async def _acquired(
         self, key: str, policy: CircuitBreaker, probe_lifetime: float | None
@@ -313,12 +321,17 @@ class RedisStore:
         )
 
 
+#: The longest duration sent to Redis: a century (a policy may say 1e300 s, and Redis refuses
+#: an expiry past its clock's range, which would send every key to the fallback).
+_LONGEST_SECONDS: Final = 100 * 365 * 86_400
+
+
 def _us(seconds: float) -> int:
-    return max(1, math.ceil(seconds * _SECOND_US))
+    return max(1, math.ceil(min(seconds, _LONGEST_SECONDS) * _SECOND_US))
 
 
 def _ttl_ms(seconds: float) -> int:
-    return math.ceil(seconds * 1000) + _TTL_MARGIN_MS
+    return math.ceil(min(seconds, _LONGEST_SECONDS) * 1000) + _TTL_MARGIN_MS
 
 
 def _peek_args(policy: CircuitBreaker) -> list[int]:

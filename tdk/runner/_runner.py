@@ -279,10 +279,11 @@ class ToolRunner:
             return False
         if not plan.by_context:
             return await self._circuit_now_refuses(plan)
-        values = context_values(plan.context_fields, context)
+        fields = plan.scoped_by[1]  # (the breaker's own: a limiter's fields do not matter)
+        values = context_values(fields, context)
         if isinstance(values, list):
             return False
-        key = scope_key(plan.breaker_key, plan.scoped_by[1], plan.context_fields, values)
+        key = scope_key(plan.breaker_key, fields, fields, values)
         if self._local is not None:  # (read only: no state is made for a mere question)
             return refuses(self._local.get(key), breaker, self._clock())
         answer: bool = await self._store.update(key, peek, breaker, self._clock)
@@ -568,8 +569,8 @@ class ToolRunner:
         await self._sleep(wait)
         if lingering and not await _bodies_ended(lingering, plan.own_timeout):
             return self._gave_up(plan, last, attempts, started, reason="still_running")
-        answers = ANSWERED.get()
-        if answers is not None:  # counted per attempt
+        answers = ANSWERED.get() if plan.watched else None
+        if answers is not None:  # counted per attempt: this call's own cell, never its caller's
             answers[0] = 0
         breaker = plan.policies.circuit_breaker
         if breaker is None:
@@ -859,7 +860,8 @@ class ToolRunner:
                 scope_key(plan.breaker_key, breaker_fields, named, values),
             )
             if len(plan.scoped) >= _MAX_SCOPED_PLANS:
-                plan.scoped.clear()
+                for each in self._plans.values():  # (no plan keeps a state forgotten here)
+                    each.scoped.clear()
                 self._forget_idle()
             found = dataclasses.replace(
                 plan,
@@ -871,10 +873,11 @@ class ToolRunner:
             )
             self._bind_state(found)
             policies = plan.policies
-            if limiter_fields and policies.rate_limit is not None:  # (only per-user state)
-                self._per_context[keys[0]] = policies.rate_limit
-            if breaker_fields and policies.circuit_breaker is not None:
-                self._per_context[keys[1]] = policies.circuit_breaker
+            if self._local is not None:  # (idle per-user state is swept in this process only)
+                if limiter_fields and policies.rate_limit is not None:
+                    self._per_context[keys[0]] = policies.rate_limit
+                if breaker_fields and policies.circuit_breaker is not None:
+                    self._per_context[keys[1]] = policies.circuit_breaker
             plan.scoped[values] = found
         return found
 
