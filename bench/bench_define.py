@@ -12,8 +12,8 @@ process, on the same generated tools (distinct names, parameters and docstrings)
   fresh processes, measured in turn, and the median of the pairs' differences. (pydantic
   imports lazily: most of its cost is paid when the first model is built.)
 
-Targets (MISSION section 8, issue 11): at most 1.5x the floor per tool, at most 20 MB per 1000
-tools, the import within 30 ms of its baseline. Prints figures and ratios; asserts nothing.
+Guards (bench/README.md): at most 1.5x the floor per tool, at most 21 MB per 1000 tools, the
+import within 30 ms of its baseline. Prints figures and ratios; asserts nothing.
 
 Run: python bench/bench_define.py [--tools N] [--repeat N] [--imports N]
 """

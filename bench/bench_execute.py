@@ -1,9 +1,9 @@
 """Cost of ``await tool.run(args)`` against the floor, measured in one run.
 
 The floor is what any framework must do for a call: validate the arguments with a pydantic
-model, call the function, validate and serialise the return value (MISSION section 8's
-"validate-call-serialise floor"). Every path is a ratio to that one floor, measured in the same
-rounds: success (async, sync, inline sync), the error path (the tool raises) and the
+model, call the function, validate and serialise the return value (the "validate-call-serialise
+floor" of bench/README.md's guards). Every path is a ratio to that one floor, measured in the
+same rounds: success (async, sync, inline sync), the error path (the tool raises) and the
 invalid-arguments path; the sync tool's floor hops to a worker thread as the tool does.
 
 When arcade-core is installed (``pip install -e '.[bench]'``), the same functions also run
