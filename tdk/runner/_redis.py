@@ -25,7 +25,8 @@ state is written afresh; every other key stays shared. Errors of the server as a
 (unreachable, out of memory, a read-only replica, busy with a script) are outages; a script
 the server lost (``NOSCRIPT``) is loaded again, and a dropped connection tried once more.
 
-A call with a deadline never waits for Redis past it: see
+A runner's call with a deadline waits for Redis within it (a report of how an attempt ended
+may take a tenth of it more), and goes on in process past that, without an outage: see
 :class:`~tdk.runner._store.CallDeadline`. A store made from a URL keeps one client per event
 loop (connections belong to the loop they were opened in), and closes it when
 ``asyncio.run()`` ends that loop.
@@ -200,7 +201,7 @@ class RedisStore:
     async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """Apply ``change`` to the state under ``key`` atomically (see
         :meth:`StateStore.update <tdk.runner.StateStore.update>`): on Redis while it
-        answers, in this process during an outage."""
+        answers (for a runner's call with a deadline: in time), in this process otherwise."""
         timeout = self.timeout
         call = CALL_DEADLINE.get()  # (a runner's call with a deadline, in progress)
         if call is not None:
@@ -255,7 +256,7 @@ class RedisStore:
             return link
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # (outside any loop: the client the next loop will have)
+        except RuntimeError:  # (outside any loop: the last one's)
             return link
         if link.loop is not loop:
             if link.loop is not None:  # another loop's: this loop gets a client of its own
