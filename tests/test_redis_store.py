@@ -159,18 +159,19 @@ async def hit() -> str:
     return "ok"
 
 
-class Outages(logging.Handler):
+class Warnings(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
-        self.count = 0
+        self.outages = self.replaced = 0
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.count += record.getMessage().startswith("Redis failed (")
+        self.outages += record.getMessage().startswith("Redis failed (")
+        self.replaced += record.getMessage().startswith("Redis key ")
 
 
 async def main() -> None:
-    outages = Outages()
-    logging.getLogger("tdk.runner").addHandler(outages)
+    warned = Warnings()
+    logging.getLogger("tdk.runner").addHandler(warned)
     store = RedisStore(URL, timeout=TIMEOUT)
     limit = RateLimit(calls=10, period=1.0, scope="shared-api")
     runner = ToolRunner(Toolkit("worker", [hit]), rate_limit=limit, store=store)
@@ -190,7 +191,7 @@ async def main() -> None:
     with open(OUT, "w") as out:
         json.dump(
             {"starts": STARTS, "refused": refused, "kinds": sorted(kinds),
-             "store": status, "outages": outages.count},
+             "store": status, "outages": warned.outages, "replaced": warned.replaced},
             out,
         )
 
@@ -209,8 +210,23 @@ HAMMER_SECONDS = 2.5
 TOLERANCE = 0.1
 
 
-def test_four_processes_share_one_quota(redis_url: str, tmp_path: Path) -> None:
-    """Four worker processes on one scope admit at most 10 calls in any 1 s window in all."""
+@pytest.mark.parametrize(
+    "planted",
+    [
+        pytest.param((), id="clean"),
+        pytest.param(("SET", "junk"), id="a-string-under-the-quota-key"),
+        pytest.param(("RPUSH", "a", "b"), id="a-list-under-the-quota-key"),
+    ],
+)
+def test_four_processes_share_one_quota(
+    redis_server: RedisServer, redis_url: str, tmp_path: Path, planted: tuple[str, ...]
+) -> None:
+    """Four worker processes on one scope admit at most 10 calls in any 1 s window in all,
+    also when the quota's key held a value of another type at the start: the first script to
+    meet it replaces it (one WARNING in all), and no worker falls back."""
+    if planted:
+        key = RedisStore(redis_url).key("tdk:rate_limit:scope:shared-api/10/1.0")
+        assert not command(redis_server.port, planted[0], key, *planted[1:]).startswith(b"-")
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -252,6 +268,7 @@ def test_four_processes_share_one_quota(redis_url: str, tmp_path: Path) -> None:
     reports = [json.loads(out.read_text()) for out in outputs]
     assert [r["store"] for r in reports] == ["shared"] * WORKERS
     assert [r["outages"] for r in reports] == [0] * WORKERS
+    assert sum(r["replaced"] for r in reports) == (1 if planted else 0)
     assert {kind for r in reports for kind in r["kinds"]} <= {"TOOL_RUNTIME_RATE_LIMITED"}
     starts = sorted(t for r in reports for t in r["starts"])
     # At most 10 in any window of (1 s - tolerance): the 11th start after any start is later.
@@ -749,6 +766,52 @@ async def test_a_redis_that_never_answers_times_out_into_the_fallback(
             peer.close()
         server.close()
         await server.wait_closed()
+
+
+USERS = 20_000
+
+
+@in_loop
+async def test_the_fallback_sweeps_idle_per_user_state(unused_url: str) -> None:
+    """20,000 users served during an outage, each with a limiter and a circuit of their own:
+    the store keeps a bounded number of states in process (idle ones are swept, as the
+    in-memory store's are), not two for every user ever seen; a user whose circuit is open
+    keeps it."""
+    now = [1000.0]
+    scope = "api:{user_id}"
+    async with contextlib.aclosing(RedisStore(unused_url)) as store:
+        runner = ToolRunner(
+            TOOLKIT,
+            rate_limit=RateLimit(calls=1, period=1.0, scope=scope),
+            circuit_breaker=CircuitBreaker(failure_threshold=1, reset_timeout=1e6, scope=scope),
+            store=store,
+            clock=lambda: now[0],
+        )
+        unlucky = tdk.ToolContext(user_id="unlucky")
+        UPSTREAM["down"] = True
+        assert (await runner.run("flaky", context=unlucky)).error is not None
+        UPSTREAM["down"] = False
+        for n in range(USERS):
+            now[0] += 2.0  # (past each user's period: their logs are idle at once)
+            result = await runner.run("flaky", context=tdk.ToolContext(user_id=f"user{n}"))
+            assert result.is_success
+        assert store.status == "fallback"
+        assert store.fallback_states < USERS // 4  # (unswept: 2 per user, 40,000)
+        refused = await runner.run("flaky", context=unlucky)
+        assert refused.kind is ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+
+
+@in_loop
+async def test_asking_about_circuits_during_an_outage_keeps_nothing(unused_url: str) -> None:
+    """``runner.available()`` for 1,000 users during an outage makes no state for any."""
+    breaker = CircuitBreaker(failure_threshold=1, scope="api:{user_id}")
+    async with contextlib.aclosing(RedisStore(unused_url)) as store:
+        runner = ToolRunner(TOOLKIT, circuit_breaker=breaker, store=store)
+        for n in range(1000):
+            context = tdk.ToolContext(user_id=f"user{n}")
+            assert len(await runner.available(TOOLKIT, context=context)) == len(TOOLKIT)
+        assert store.status == "fallback"
+        assert store.fallback_states == 0
 
 
 # -------------------------------------------------------------------- 5. custom changes

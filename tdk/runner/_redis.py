@@ -16,7 +16,20 @@ Redis unreachable or slow never fails a call. A command that fails or takes long
 ``timeout`` switches the store to per-process state (the same rules, in this process, with
 the runner's clock), logs one WARNING for the outage, and leaves Redis alone for
 ``retry_interval`` seconds before trying again; the first command that succeeds logs the
-return (INFO) and the store is shared again. :attr:`RedisStore.status` says which.
+return (INFO) and the store is shared again. :attr:`RedisStore.status` says which. The
+per-process state is swept as the in-memory store's is: idle states go.
+
+What concerns one key is no outage. A key of another type, or a log longer than its limit,
+is replaced by the script itself (one WARNING per key), and a custom key that holds no JSON
+state is written afresh; every other key stays shared. Errors of the server as a whole
+(unreachable, out of memory, a read-only replica, busy with a script) are outages; a script
+the server lost (``NOSCRIPT``) is loaded again, and a dropped connection tried once more.
+
+A runner's call with a deadline waits for Redis within it (a report of how an attempt ended
+may take a tenth of it more), and goes on in process past that, without an outage: see
+:class:`~tdk.runner._store.CallDeadline`. A store made from a URL keeps one client per event
+loop (connections belong to the loop they were opened in), and closes it when
+``asyncio.run()`` ends that loop.
 """
 
 from __future__ import annotations
@@ -44,19 +57,17 @@ from tdk.runner._breaker import (
 )
 from tdk.runner._limiter import admit
 from tdk.runner._policies import CircuitBreaker, RateLimit
-from tdk.runner._redis_scripts import ACQUIRE, ADMIT, PEEK, RECORD
-from tdk.runner._store import InMemoryStore
+from tdk.runner._store import CALL_DEADLINE, InMemoryStore
 
 try:
     import redis.asyncio as aioredis
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import RedisError, WatchError
+    from redis.exceptions import RedisError, ResponseError, WatchError
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
     raise ImportError(
         "tdk.runner.RedisStore needs the redis package: pip install 'tdk-tools[redis]'"
     ) from missing
+
+from tdk.runner._redis_links import Client, Link, client_from
 
 __all__ = ["RedisStore"]
 
@@ -83,6 +94,11 @@ _POLICIES: Final = frozenset({"rate_limit", "circuit"})
 _SCRIPTED: Final = (admit, acquire, record, peek)
 #: What ``record`` answers for a success that a quiet closed circuit has nothing to do with.
 _QUIET: Final = (_CLOSED, _CLOSED, 0)
+#: The per-process state is swept of idle states once it holds more than this many (and
+#: then when it has doubled since the last sweep).
+_SWEEP_AT: Final = 4096
+#: At most this many replaced keys remembered as warned about (then all are forgotten).
+_MAX_WARNED: Final = 4096
 
 
 class RedisStore:
@@ -98,6 +114,10 @@ class RedisStore:
     script touches one key). ``prefix`` starts every key. ``timeout`` bounds each command (and,
     for a URL, connecting): past it, the call goes on with per-process state.
     ``retry_interval`` is how long an outage leaves Redis alone before the next try.
+
+    Made from a URL, the store serves one event loop after another (``asyncio.run()`` per
+    request): it opens a client for each loop and closes it when ``asyncio.run()`` ends the
+    loop. A client given is bound to the loop it is used in, as ``redis.asyncio`` clients are.
 
     .. versionadded:: 0.1.0
     """
@@ -119,22 +139,12 @@ class RedisStore:
                 raise TypeError(f"{name} must be a number of seconds, not {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
-        client: aioredis.Redis | aioredis.RedisCluster
         if not prefix.isprintable() or encodable(prefix) != prefix:
             raise ValueError(f"prefix must be printable UTF-8 text, not {prefix!r}")
+        self._url: Final = url_or_client if isinstance(url_or_client, str) else None
+        """The URL the store makes a client of for each event loop (None: a client given)."""
         if isinstance(url_or_client, str):
-            # A pool that waits (up to the timeout) for a free connection, rather than fail
-            # at once: a burst of calls is no outage. A dropped connection (an idle one a
-            # proxy closed) is tried once more on a fresh one before it counts as one.
-            pool = aioredis.BlockingConnectionPool.from_url(
-                url_or_client,
-                timeout=timeout,
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
-                retry=Retry(NoBackoff(), 1),
-                retry_on_error=[RedisConnectionError],
-            )
-            client = aioredis.Redis.from_pool(pool)  # (closed with the client)
+            client: Client = client_from(url_or_client, timeout)
         elif isinstance(url_or_client, aioredis.Redis | aioredis.RedisCluster):
             client = url_or_client
         else:
@@ -142,21 +152,34 @@ class RedisStore:
                 f"RedisStore takes a redis:// URL or a redis.asyncio client, not "
                 f"{type(url_or_client).__name__}"
             )
-        self.client: Final = client
-        """The ``redis.asyncio`` client the store talks through."""
         self.prefix: Final = prefix
         self.timeout: Final = float(timeout)
         self.retry_interval: Final = float(retry_interval)
-        self._admit = client.register_script(ADMIT)
-        self._acquire = client.register_script(ACQUIRE)
-        self._record = client.register_script(RECORD)
-        self._peek = client.register_script(PEEK)
+        self._link = Link(client)
         self._fallback = InMemoryStore()
+        self._kept: dict[str, RateLimit | CircuitBreaker] = {}
+        """The keys of runner state in ``_fallback`` -> its policy, for sweeping idle ones."""
+        self._sweep_at = _SWEEP_AT
         self._quiet: dict[str, int | None] = {}
         """Circuit key -> the generation in which this store last admitted an attempt into a
         closed circuit without failures (see ``_shared``)."""
+        self._warned: set[str] = set()
+        """Redis keys replaced, and warned about, by this store."""
         self._down_until: float | None = None
         """While Redis is out: the monotonic time of the next try."""
+
+    @property
+    def client(self) -> Client:
+        """The ``redis.asyncio`` client the store talks through in the running event loop
+        (the one given, or the one the store made from its URL for this loop)."""
+        return self._here().client
+
+    @property
+    def fallback_states(self) -> int:
+        """How many states the store keeps in this process: those changed while Redis was
+        out (or while a call's deadline could not wait for it). Idle ones are swept as the
+        in-memory store's are, so this stays bounded however many users were served."""
+        return self._fallback.size
 
     @property
     def status(self) -> Literal["shared", "fallback"]:
@@ -178,29 +201,97 @@ class RedisStore:
     async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """Apply ``change`` to the state under ``key`` atomically (see
         :meth:`StateStore.update <tdk.runner.StateStore.update>`): on Redis while it
-        answers, in this process during an outage."""
+        answers (for a runner's call with a deadline: in time), in this process otherwise."""
+        timeout = self.timeout
+        call = CALL_DEADLINE.get()  # (a runner's call with a deadline, in progress)
+        if call is not None:
+            if call.fell_back:  # (its circuit's ticket, say, came from this process)
+                return self._in_process(key, change, args)
+            # Half of what the deadline leaves at most: the attempt (or the retry) keeps the
+            # other half. A report of how an attempt ended gets a tenth of the deadline even
+            # when it is spent: a server that answers gets it (an attempt that ran into the
+            # deadline is a failure the circuit is for), one that does not costs little.
+            half = (call.ends_at - asyncio.get_running_loop().time()) / 2
+            timeout = min(timeout, max(half, call.length / 10) if change is record else half)
+            if timeout <= 0:
+                call.fell_back = True
+                return self._in_process(key, change, args)
         down_until = self._down_until
         if down_until is not None:
             now = time.monotonic()
             if now < down_until:
-                return self._fallback.apply(key, change, *args)
+                return self._in_process(key, change, args)
             self._down_until = now + self.retry_interval  # this call tries; the others wait
         try:
-            answer: _R = await self._shared(self.key(key), change, args)
+            answer: _R = await self._shared(self._here(), self.key(key), change, args, timeout)
         except _ContentionError:
             raise
-        except (RedisError, OSError, TimeoutError, RuntimeError) as failure:
-            # (RuntimeError: the client used from another event loop than its own)
-            self._went_down(failure)
-            return self._fallback.apply(key, change, *args)
+        except (RedisError, OSError, RuntimeError) as failure:
+            # (RuntimeError: a client given, used from another event loop than its own)
+            if call is not None and timeout < self.timeout and type(failure) is TimeoutError:
+                call.fell_back = True  # the call's deadline, not the store's timeout: no outage
+            else:
+                self._went_down(failure)
+            return self._in_process(key, change, args)
         if down_until is not None:
             self._down_until = None
             logger.info("Redis answers again: runner state is shared again")
         return answer
 
     async def aclose(self) -> None:
-        """Close the client's connections."""
-        await self.client.aclose()
+        """Close the client's connections (a client the store made closes by itself when
+        ``asyncio.run()`` ends its loop)."""
+        link = self._link
+        if self._url is None:
+            await link.client.aclose()
+        elif link.holder is not None and link.loop is asyncio.get_running_loop():
+            await link.holder.aclose()  # (which closes the client)
+            self._link = Link(client_from(self._url, self.timeout))  # for the next use
+
+    def _here(self) -> Link:
+        """The store's client and scripts for the running event loop: the one given, or one
+        made from the URL for each loop (connections belong to the loop they were opened in)."""
+        link = self._link
+        if self._url is None:
+            return link
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (outside any loop: the last one's)
+            return link
+        if link.loop is not loop:
+            if link.loop is not None:  # another loop's: this loop gets a client of its own
+                link = self._link = Link(client_from(self._url, self.timeout))
+            link.bind(loop)
+        return link
+
+    def _in_process(self, key: str, change: Callable[..., tuple[Any, _R]], args: Any) -> _R:
+        """``change`` applied to this process's state (during an outage, or for a call whose
+        deadline could not wait), which is swept of idle states as the in-memory store is."""
+        fallback = self._fallback
+        answer = fallback.apply(key, change, *args)
+        kept = self._kept
+        if change in _SCRIPTED and key not in kept and fallback.get(key) is not None:
+            kept[key] = args[0]
+            if len(kept) > self._sweep_at:
+                now = args[1] if change is admit else args[1]()  # (the runner's clock)
+                fallback.forget_idle(kept, now)
+                self._sweep_at = max(_SWEEP_AT, 2 * len(kept))
+        return answer
+
+    def _replaced(self, key: str, held: bytes | str) -> None:
+        """Note that a script replaced ``key``, which held ``held`` (nothing: it did not):
+        one WARNING per key."""
+        if not held or key in self._warned:
+            return
+        if len(self._warned) >= _MAX_WARNED:
+            self._warned.clear()
+        self._warned.add(key)
+        text = held.decode(errors="replace") if isinstance(held, bytes) else held
+        logger.warning(
+            "Redis key %s held no state of this store (%s): replaced; the other keys stay shared",
+            redact_text(key, limit=200),
+            redact_text(text, limit=60),
+        )
 
     def _went_down(self, failure: BaseException) -> None:
         if self._down_until is None:  # one WARNING per outage, whatever the calls in flight
@@ -211,7 +302,14 @@ class RedisStore:
             )
         self._down_until = time.monotonic() + self.retry_interval
 
-    async def _shared(self, key: str, change: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    async def _shared(
+        self,
+        link: Link,
+        key: str,
+        change: Callable[..., Any],
+        args: tuple[Any, ...],
+        timeout: float,
+    ) -> Any:
         if change is record and args[3] is SUCCESS and self._quiet.get(key) == args[2]:
             # A success admitted by a circuit that was closed and clean: it has nothing to
             # reset (a failure another worker reported since is newer than this success,
@@ -219,20 +317,22 @@ class RedisStore:
             # store last saw it.
             return _QUIET
         if change not in _SCRIPTED:
-            return await self._optimistic(key, change, args)
+            return await self._optimistic(link, key, change, args, timeout)
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(timeout):
                 if change is admit:
-                    return await self._admitted(key, args[0])
+                    return await self._admitted(link, key, args[0])
                 if change is peek:
-                    return bool(await self._peek(keys=[key], args=_peek_args(args[0])))
+                    refuses, held = await link.peek(keys=[key], args=_peek_args(args[0]))
+                    self._replaced(key, held)
+                    return bool(refuses)
                 if change is acquire:
                     probe_lifetime = args[2] if len(args) > 2 else None
-                    verdict = await self._acquired(key, args[0], probe_lifetime)
+                    verdict = await self._acquired(link, key, args[0], probe_lifetime)
                     generation, after, failures = verdict[0], verdict[2], verdict[3]
                     answer: Any = verdict
                 else:
-                    answer = await self._recorded(key, args[0], args[2], args[3])
+                    answer = await self._recorded(link, key, args[0], args[2], args[3])
                     generation, after, failures = args[2], answer[1], answer[2]
         except (TypeError, ValueError, IndexError) as bad:  # a reply of another shape (a proxy,
             # a server that is not Redis): no answer, as an outage is
@@ -245,22 +345,23 @@ class RedisStore:
             self._quiet.pop(key, None)
         return answer
 
-    async def _admitted(self, key: str, limit: RateLimit) -> float:
+    async def _admitted(self, link: Link, key: str, limit: RateLimit) -> float:
         period_us = _us(limit.period)
         nonce = secrets.token_hex(4)
-        wait = await self._admit(
+        wait, held = await link.admit(
             keys=[key], args=[limit.calls, period_us, nonce, _ttl_ms(limit.period)]
         )
+        self._replaced(key, held)
         waited = int(wait)
         if not 0 <= waited <= period_us:  # (the script never answers another: no answer)
             raise ValueError(waited)
         return waited / _SECOND_US
 
     async def _acquired(
-        self, key: str, policy: CircuitBreaker, probe_lifetime: float | None
+        self, link: Link, key: str, policy: CircuitBreaker, probe_lifetime: float | None
     ) -> tuple[int | None, CircuitState, CircuitState, int, float | None]:
         lifetime = policy.reset_timeout if probe_lifetime is None else probe_lifetime
-        ticket, before, after, failures, wait = await self._acquire(
+        ticket, before, after, failures, wait, held = await link.acquire(
             keys=[key],
             args=[
                 _us(policy.reset_timeout),
@@ -269,6 +370,7 @@ class RedisStore:
                 _ttl_ms(2 * max(policy.reset_timeout, lifetime)),
             ],
         )
+        self._replaced(key, held)
         return (
             None if int(ticket) < 0 else int(ticket),
             _state(before),
@@ -278,9 +380,9 @@ class RedisStore:
         )
 
     async def _recorded(
-        self, key: str, policy: CircuitBreaker, generation: int, outcome: Outcome
+        self, link: Link, key: str, policy: CircuitBreaker, generation: int, outcome: Outcome
     ) -> tuple[CircuitState, CircuitState, int]:
-        before, after, failures = await self._record(
+        before, after, failures, held = await link.record(
             keys=[key],
             args=[
                 generation,
@@ -289,28 +391,35 @@ class RedisStore:
                 _ttl_ms(2 * policy.reset_timeout),
             ],
         )
+        self._replaced(key, held)
         return _state(before), _state(after), int(failures)
 
     async def _optimistic(
-        self, key: str, change: Callable[..., tuple[Any, _R]], args: tuple[Any, ...]
+        self,
+        link: Link,
+        key: str,
+        change: Callable[..., tuple[Any, _R]],
+        args: tuple[Any, ...],
+        timeout: float,
     ) -> _R:
         """``change`` applied with ``WATCH``/``MULTI``: the state as JSON, tried again after
         a short jittered pause on a conflict, at most ``_MAX_CONFLICTS`` times (then a
-        ``RuntimeError``: contention is no outage)."""
+        ``RuntimeError``: contention is no outage). A key that holds no JSON (a value of
+        another type, or text JSON cannot read) is read as no state, and written afresh."""
         pause = 0.001
         for _ in range(_MAX_CONFLICTS):
             try:
                 async with (
-                    asyncio.timeout(self.timeout),  # (the pipeline's UNWATCH on exit too)
-                    self.client.pipeline(transaction=True) as pipe,
+                    asyncio.timeout(timeout),  # (the pipeline's UNWATCH on exit too)
+                    link.client.pipeline(transaction=True) as pipe,
                 ):
                     await pipe.watch(key)
-                    stored = await pipe.get(key)
-                    old = None if stored is None else json.loads(stored)
+                    old, held = await _json_state(pipe, key)
                     state, answer = change(old, *args)
                     pipe.multi()  # type: ignore[no-untyped-call]
                     pipe.set(key, json.dumps(state, default=_json_value))
                     await pipe.execute()
+                self._replaced(key, held)
                 return answer
             except WatchError:  # another worker wrote first: again, after a pause
                 await asyncio.sleep(random.uniform(0, pause))  # noqa: S311 (jitter)
@@ -319,6 +428,23 @@ class RedisStore:
             f"the state under {key!r} changed {_MAX_CONFLICTS} times while this change was "
             "applied: too many workers change it at once"
         )
+
+
+async def _json_state(pipe: Any, key: str) -> tuple[Any, str]:
+    """The JSON state under ``key``, read through a pipeline that watches it, and what the
+    key held instead ('' when it held JSON or nothing: None is no state)."""
+    try:
+        stored = await pipe.get(key)
+    except ResponseError as refused:
+        if not str(refused).startswith("WRONGTYPE"):
+            raise
+        return None, "another type"
+    if stored is None:
+        return None, ""
+    try:
+        return json.loads(stored), ""
+    except (ValueError, RecursionError):  # (not JSON, not UTF-8, or nested past reading)
+        return None, "text, not JSON"
 
 
 #: The longest duration sent to Redis: a century (a policy may say 1e300 s, and Redis refuses

@@ -13,6 +13,11 @@ and durations are whole microseconds (exact in Lua's doubles until the year 2255
 Every write renews the key's time to live (a circuit's is never shortened: a probe admitted
 with a long lifetime may still be out): idle state goes away. A script returns integers
 (Redis turns Lua numbers into integers) and state names; -1 stands for "none".
+
+A key that holds something else than its state (a value of another type, a log with more
+entries than its limit allows) is that key's problem, not an outage: the script deletes it
+and goes on as if it held nothing, in the same atomic step, and the last element of its
+answer says what the key held ('' when it was sound), for the store to warn about.
 """
 
 from __future__ import annotations
@@ -22,13 +27,25 @@ from typing import Final
 __all__ = ["ACQUIRE", "ADMIT", "PEEK", "RECORD"]
 
 #: KEYS[1]: the log. ARGV: calls, period (us), a unique member suffix, time to live (ms).
-#: Returns the wait in microseconds (0: admitted, and logged).
+#: Returns {the wait in microseconds (0: admitted, and logged), what a replaced key held}.
 ADMIT: Final = """
+local replaced = ''
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'zset' and kind ~= 'none' then
+  redis.call('DEL', KEYS[1])
+  replaced = kind
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local calls = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
+-- The key names its limit, and no admission adds past it: a longer log is none of ours (and
+-- reading it whole below would cost what its planter chose).
+if redis.call('ZCARD', KEYS[1]) > calls then
+  redis.call('DEL', KEYS[1])
+  replaced = 'zset longer than its limit'
+end
 -- Entries later than now (a server whose clock stepped back, a failover to a replica behind
 -- it) count as made now, as in process: no wait is ever longer than the period.
 local later = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
@@ -37,18 +54,24 @@ local count = redis.call('ZCARD', KEYS[1])
 if count < calls then
   redis.call('ZADD', KEYS[1], now, now .. ':' .. ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  return 0
+  return {0, replaced}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])  -- (a refusal renews it too: a log never lingers)
 local oldest = redis.call('ZRANGE', KEYS[1], count - calls, count - calls, 'WITHSCORES')
 local wait = tonumber(oldest[2]) + period - now
 if wait > period then wait = period end
 if wait < 1 then wait = 1 end
-return wait
+return {wait, replaced}
 """
 
 # The circuit's fields, read and written by the three circuit scripts.
 _LOAD: Final = """
+local replaced = ''
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'hash' and kind ~= 'none' then
+  redis.call('DEL', KEYS[1])
+  replaced = kind
+end
 local f = redis.call('HMGET', KEYS[1], 'state', 'failures', 'opened_at', 'probes',
   'probes_expire', 'generation')
 local function count(text)  -- a whole number >= 0: anything else (nan, inf, -1) is 0
@@ -77,12 +100,12 @@ end
 """
 
 #: KEYS[1]: the circuit. ARGV: reset timeout (us), probes at most, probe lifetime (us), time to
-#: live (ms). Returns {ticket, before, after, failures, retry_after (us)}.
+#: live (ms). Returns {ticket, before, after, failures, retry_after (us), replaced}.
 ACQUIRE: Final = (
     _LOAD
     + """
 local before = state
-if state == 'closed' then return {generation, before, state, failures, -1} end
+if state == 'closed' then return {generation, before, state, failures, -1, replaced} end
 local now = now_us()
 local reset = tonumber(ARGV[1])
 local lifetime = tonumber(ARGV[3])
@@ -92,7 +115,7 @@ if state == 'open' then
     save(ARGV[4])
   end
   local reopens = opened_at + reset
-  if now < reopens then return {-1, before, before, failures, reopens - now} end
+  if now < reopens then return {-1, before, before, failures, reopens - now, replaced} end
   state = 'half_open'
   generation = generation + 1
   probes = 0
@@ -101,25 +124,28 @@ elseif probes >= tonumber(ARGV[2]) then
     expire = now + lifetime
     save(ARGV[4])
   end
-  if now < expire then return {-1, before, before, failures, expire - now} end
+  if now < expire then return {-1, before, before, failures, expire - now, replaced} end
   generation = generation + 1
   probes = 0
 end
 probes = probes + 1
 expire = now + lifetime
 save(ARGV[4])
-return {generation, before, state, failures, -1}
+return {generation, before, state, failures, -1, replaced}
 """
 )
 
 #: KEYS[1]: the circuit. ARGV: the attempt's generation, its outcome (success, failure or
-#: neutral), the failure threshold, time to live (ms). Returns {before, after, failures}.
+#: neutral), the failure threshold, time to live (ms). Returns {before, after, failures,
+#: replaced}.
 RECORD: Final = (
     _LOAD
     + """
 local before = state
 local outcome = ARGV[2]
-if tonumber(ARGV[1]) ~= generation or state == 'open' then return {before, before, failures} end
+if tonumber(ARGV[1]) ~= generation or state == 'open' then
+  return {before, before, failures, replaced}
+end
 if state == 'half_open' then
   if outcome == 'neutral' then
     probes = probes - 1
@@ -136,7 +162,7 @@ if state == 'half_open' then
     generation = generation + 1
   end
 elseif outcome == 'success' then
-  if failures == 0 then return {before, before, failures} end
+  if failures == 0 then return {before, before, failures, replaced} end
   failures = 0
 elseif outcome == 'failure' then
   failures = failures + 1
@@ -147,26 +173,26 @@ elseif outcome == 'failure' then
     generation = generation + 1
   end
 else
-  return {before, before, failures}
+  return {before, before, failures, replaced}
 end
 save(ARGV[4])
-return {before, state, failures}
+return {before, state, failures, replaced}
 """
 )
 
-#: KEYS[1]: the circuit. ARGV: reset timeout (us), probes at most. Returns 1 when the circuit
-#: would refuse a call now, else 0. Changes nothing.
+#: KEYS[1]: the circuit. ARGV: reset timeout (us), probes at most. Returns {1 when the circuit
+#: would refuse a call now, else 0; replaced}. Changes nothing (but a key it replaces).
 PEEK: Final = (
     _LOAD
     + """
-if state == 'closed' then return 0 end
+if state == 'closed' then return {0, replaced} end
 local now = now_us()
 if state == 'open' then
   if opened_at > now then opened_at = now end
-  if now < opened_at + tonumber(ARGV[1]) then return 1 end
-  return 0
+  if now < opened_at + tonumber(ARGV[1]) then return {1, replaced} end
+  return {0, replaced}
 end
-if probes >= tonumber(ARGV[2]) and now < expire then return 1 end
-return 0
+if probes >= tonumber(ARGV[2]) and now < expire then return {1, replaced} end
+return {0, replaced}
 """
 )

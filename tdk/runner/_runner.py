@@ -69,7 +69,7 @@ from tdk.runner._refusals import (
 )
 from tdk.runner._scopes import context_values, scope_fields, scope_key
 from tdk.runner._stats import REFUSAL_KINDS, Counters, RunnerStats
-from tdk.runner._store import InMemoryStore, StateStore
+from tdk.runner._store import CALL_DEADLINE, CallDeadline, InMemoryStore, StateStore
 
 __all__ = ["ToolCall", "ToolRunner"]
 
@@ -377,6 +377,33 @@ class ToolRunner:
             context = context_of_call(context)
         policies = plan.policies
         deadline_at = None if policies.deadline is None else self._clock() + policies.deadline
+        if deadline_at is None or self._local is not None:
+            return await self._run_planned(
+                plan, arguments, context, call_id, started=started, deadline_at=deadline_at
+            )
+        # A shared store waits for its server within the deadline (see CallDeadline), which
+        # it reads on the loop's clock.
+        left = deadline_at - self._clock()
+        bound = CALL_DEADLINE.set(CallDeadline(asyncio.get_running_loop().time() + left, left))
+        try:
+            return await self._run_planned(
+                plan, arguments, context, call_id, started=started, deadline_at=deadline_at
+            )
+        finally:
+            CALL_DEADLINE.reset(bound)
+
+    async def _run_planned(
+        self,
+        plan: _Plan,
+        arguments: Arguments,
+        context: ToolContext | None,
+        call_id: str | None,
+        *,
+        started: float,
+        deadline_at: float | None,
+    ) -> ToolResult:
+        """:meth:`run` once the call's plan and deadline are known."""
+        policies = plan.policies
         # The circuit: a closed circuit of this process answers without a change.
         ticket = None
         if policies.circuit_breaker is not None:
@@ -831,19 +858,8 @@ class ToolRunner:
         that is as good as none: a limiter log with nothing left in its window, a clean closed
         circuit. State kept per user would otherwise grow with every user ever seen. (A call
         in flight across this keeps its own state object: a report it makes after is lost.)"""
-        local = self._local
-        if local is None:
-            return
-        now = self._clock()
-        for key, policy in list(self._per_context.items()):
-            state = local.get(key)
-            if isinstance(policy, RateLimit):
-                idle = not state or state[-1] <= now - policy.period
-            else:
-                idle = state is None or (state.state is _CLOSED and not state.failures)
-            if idle:
-                local.forget(key)
-                del self._per_context[key]
+        if self._local is not None:
+            self._local.forget_idle(self._per_context, self._clock())
 
     def _scoped(self, plan: _Plan, context: ToolContext | None) -> _Plan | ToolError:
         """The plan of a call whose scopes name context fields: its state keys formatted

@@ -11,12 +11,45 @@ atomic, for example optimistically (read, change, compare-and-set, retry on conf
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
-__all__ = ["InMemoryStore", "StateStore"]
+from tdk.runner._breaker import CircuitState
+from tdk.runner._policies import CircuitBreaker, RateLimit
+
+__all__ = ["CALL_DEADLINE", "CallDeadline", "InMemoryStore", "StateStore"]
 
 _R = TypeVar("_R")
 _S = TypeVar("_S")
+_CLOSED: Final = CircuitState.CLOSED
+
+
+@dataclass(slots=True)
+class CallDeadline:
+    """The deadline of the runner's call in progress, as a shared store sees it.
+
+    A shared store waits for its server at most half of what is left of it for each change
+    (the attempt, or the retry, keeps the other half; the report of how an attempt ended
+    may take a tenth of the deadline even when it is spent, so that a server that answers
+    gets it), and goes on with per-process state past that: no outage, the call's own
+    business. Once it has, the call's other changes go there too (its circuit's ticket came
+    from there), without waiting.
+    """
+
+    ends_at: float
+    """The event loop's time (``loop.time()``) at which the call's deadline passes."""
+    length: float
+    """The deadline's length, in seconds: a tenth of it is what a report may take past it."""
+    fell_back: bool = False
+    """Whether a change of this call went on without the shared state."""
+
+
+CALL_DEADLINE: Final[ContextVar[CallDeadline | None]] = ContextVar(
+    "tdk_call_deadline", default=None
+)
+"""Set by the runner for the length of a call with a deadline on a store that is not the
+in-process one (see :class:`CallDeadline`)."""
 
 
 @runtime_checkable
@@ -65,8 +98,16 @@ class InMemoryStore:
     def apply(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """:meth:`update` without the await."""
         state, answer = change(self._states.get(key), *args)
-        self._states[key] = state
+        if state is None:  # (a question about a key that holds nothing keeps nothing)
+            self._states.pop(key, None)
+        else:
+            self._states[key] = state
         return answer
+
+    @property
+    def size(self) -> int:
+        """How many keys hold a state."""
+        return len(self._states)
 
     def get(self, key: str) -> Any:
         """The state under ``key``, or None; nothing is made."""
@@ -75,6 +116,23 @@ class InMemoryStore:
     def forget(self, key: str) -> None:
         """Drop the state under ``key`` (the runner does so for idle per-scope state)."""
         self._states.pop(key, None)
+
+    def forget_idle(self, kept: dict[str, RateLimit | CircuitBreaker], now: float) -> None:
+        """Drop the states under the keys of ``kept`` (key -> the policy whose state it holds)
+        that are as good as none at ``now`` (the clock of the runners' policies): a limiter
+        log with nothing left in its window, a closed circuit without failures. Their keys
+        leave ``kept`` too. State kept per user (or per anything) would otherwise grow with
+        every user ever seen."""
+        states = self._states
+        for key, policy in list(kept.items()):
+            state = states.get(key)
+            if isinstance(policy, RateLimit):
+                idle = not state or state[-1] <= now - policy.period
+            else:
+                idle = state is None or (state.state is _CLOSED and not state.failures)
+            if idle:
+                states.pop(key, None)
+                del kept[key]
 
     def live(self, key: str, factory: Callable[[], _S]) -> _S:
         """The state object under ``key`` itself (made by ``factory()`` if there is none).
