@@ -108,9 +108,8 @@ async def execute(
 ) -> ToolResult:
     """Run one call of a tool and return its result; only the caller's cancellation,
     ``KeyboardInterrupt``, ``SystemExit`` and (before anything runs) a ``TypeError`` or
-    ``ValueError`` for a wrong ``call_id`` or ``timeout`` escape. ``lingering`` receives the
-    job of a sync body still running in its thread when the call returns; ``attempt`` is
-    ``(n, of)`` for attempt number ``n`` of at most ``of`` of a runner's call (for the log)."""
+    ``ValueError`` for a wrong ``call_id`` or ``timeout`` escape. ``lingering``: see
+    :func:`_wait_for`; ``attempt``: ``(n, of)``, attempt ``n`` of a runner's call (logged)."""
     start = perf_counter()
     if (call_id is not None and type(call_id) is not str) or (
         timeout is not DEFAULT
@@ -118,8 +117,7 @@ async def execute(
         and (type(timeout) is not float or not 0.0 < timeout < math.inf)
     ):
         timeout = _checked_options(call_id, timeout)
-    # The call's secrets are scrubbed from every text redacted while it runs (the HTTP
-    # hook's errors, httpx's log lines), not only from its result.
+    # The call's secrets are scrubbed from every text redacted while it runs, not only its result.
     secrets = () if context is None else secrets_of(context)
     ambient = call_secrets(secrets) if secrets else None
     try:
@@ -132,9 +130,7 @@ async def execute(
                 _check_requirements(spec, context)
             validated = _validated(spec, name, arguments, secrets)
             if type(validated) is ErrorInfo:
-                return _logged_failure(
-                    name, validated, call_id, 0, start, secrets=secrets, attempt=attempt
-                )
+                return _logged_failure(name, validated, call_id, 0, start, log=(secrets, attempt))
             kwargs = validated.__dict__ if spec.plain else spec.arguments(validated, context)
             attempts = 1
             if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
@@ -157,8 +153,7 @@ async def execute(
             failure: BaseException = exc
         else:
             if _RELIABLE_CANCELLING and task is not None and task.cancelling() > cancelling:
-                # The body swallowed its caller's cancellation. (Python 3.13 and newer: the
-                # suite covers it there.)
+                # The body swallowed its caller's cancellation (tested on Python 3.13 and up).
                 raise asyncio.CancelledError  # pragma: no cover
             return _result(name, call_id, output, None, attempts, started=start)
         result = failure_result(
@@ -256,7 +251,7 @@ def failure_result(
     except Exception as unreadable:  # pragma: no cover (a bug of tdk's: no known exception
         # reaches here any more; tests/test_execute_hostile.py lists those that did)
         info = _type_only_failure(exc, name, unreadable)
-    return _logged_failure(name, info, call_id, attempts, started, secrets=secrets, attempt=attempt)
+    return _logged_failure(name, info, call_id, attempts, started, log=(secrets, attempt))
 
 
 def _type_only_failure(  # pragma: no cover (see failure_result())
@@ -300,11 +295,11 @@ def _logged_failure(
     attempts: int,
     started: float,
     *,
-    secrets: tuple[str, ...],
-    attempt: tuple[int, int] | None,
+    log: tuple[tuple[str, ...], tuple[int, int] | None],
 ) -> ToolResult:
-    """The result of a failed call (or attempt), logged once."""
-    _log_failure(info, call_id, secrets, attempt)
+    """The result of a failed call (or attempt), logged once (``log``: the call's secrets,
+    to redact its id with, and its attempt ``(n, of)`` in a runner, else None)."""
+    _log_failure(info, call_id, *log)
     return _result(name, call_id, None, info, attempts, started=started)
 
 

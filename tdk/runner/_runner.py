@@ -28,7 +28,7 @@ from tdk._call import ToolCall
 from tdk._context import ToolContext, context_of_call
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
-from tdk._exchanges import CURRENT, Exchanges
+from tdk._exchanges import Exchanges
 from tdk._execute import check_call_id, execute, failure_result, shown_name
 from tdk._result import ToolResult
 from tdk._telemetry import active, counted, event, traced_attempt
@@ -36,7 +36,6 @@ from tdk._threads import Job
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
 from tdk.errors import (
-    ErrorCategory,
     ErrorInfo,
     ErrorKind,
     ToolError,
@@ -71,6 +70,7 @@ from tdk.runner._refusals import (
 from tdk.runner._scopes import context_values, scope_fields, scope_key
 from tdk.runner._stats import REFUSAL_KINDS, Counters, RunnerStats
 from tdk.runner._store import InMemoryStore, StateStore
+from tdk.runner._writes import not_repeated, upstream_did_not_act, watched
 
 __all__ = ["ToolCall", "ToolRunner"]
 
@@ -85,7 +85,6 @@ _NEVER_REPEATED: Final = frozenset(
     }
 )
 
-_RATE_LIMIT: Final = ErrorCategory.RATE_LIMIT
 _OPEN: Final = CircuitState.OPEN
 _CLOSED: Final = CircuitState.CLOSED
 
@@ -492,7 +491,6 @@ class ToolRunner:
         last: ToolResult | None = None
         while True:
             result: ToolResult | None = None
-            exchanges: Exchanges | None = None
             try:
                 limit = plan.attempt_timeout
                 if deadline is not None:
@@ -516,23 +514,12 @@ class ToolRunner:
                         limit, waited = admitted if deadline is not None else limit, True
                 tries += 1
                 self._counters.retries += last is not None
-                attempt = execute(
-                    plan.tool.fn,
-                    plan.tool.spec,
-                    plan.name,
-                    arguments,
-                    context=context,
-                    call_id=call_id,
-                    timeout=limit,
-                    include_stacktrace=self.toolkit.include_stacktrace,
-                    lingering=lingering,
-                    attempt=(tries, plan.attempts_allowed),
+                running = self._start(
+                    plan, arguments, caller, tries, limit=limit, lingering=lingering
                 )
-                if plan.watched:  # what this attempt's requests may have done upstream
-                    exchanges = Exchanges()
-                    result = await _watched(traced_attempt(attempt, plan.name, tries), exchanges)
-                else:
-                    result = await traced_attempt(attempt, plan.name, tries)
+                # What this attempt's requests may do upstream, for a tool that may write.
+                exchanges = Exchanges() if plan.watched else None
+                result = await (running if exchanges is None else watched(running, exchanges))
             finally:  # the circuit's ticket, used or handed back
                 opened = False
                 if ticket is not None:
@@ -559,6 +546,33 @@ class ToolRunner:
             if isinstance(prepared, ToolResult):
                 return prepared
             ticket = prepared
+
+    def _start(
+        self,
+        plan: _Plan,
+        arguments: Arguments,
+        caller: _Caller,
+        tries: int,
+        *,
+        limit: float | Default | None,
+        lingering: list[Job] | None,
+    ) -> Coroutine[Any, Any, ToolResult]:
+        """Attempt number ``tries`` of the call ``caller``, with the time limit ``limit``,
+        traced (not started: the coroutine to await)."""
+        context, call_id, _ = caller
+        attempt = execute(
+            plan.tool.fn,
+            plan.tool.spec,
+            plan.name,
+            arguments,
+            context=context,
+            call_id=call_id,
+            timeout=limit,
+            include_stacktrace=self.toolkit.include_stacktrace,
+            lingering=lingering,
+            attempt=(tries, plan.attempts_allowed),
+        )
+        return traced_attempt(attempt, plan.name, tries)
 
     async def _prepare_retry(
         self,
@@ -728,7 +742,7 @@ class ToolRunner:
         details saying why there is none (nothing, for an error not to retry)."""
         if not error.retryable or error.kind in _NEVER_REPEATED:
             return {}
-        if not plan.repeatable and not _upstream_did_not_act(error, exchanges):
+        if not plan.repeatable and not upstream_did_not_act(error, exchanges):
             # A write may have happened: repeating it is the caller's decision, not ours (nor
             # the model's, unaware: see _retries_stopped). Whatever the retry policy says.
             self._log(plan, caller, tries, error, reason="not_idempotent", wait=None)
@@ -1026,15 +1040,7 @@ def _retries_stopped(
     details = {**error.details, "attempts": attempts, **reason}
     changes: dict[str, object] = {"details": details}
     if reason.get("retry_stopped") == "not_idempotent":
-        # Not retryable, for the model either: it would send the duplicate itself.
-        guidance = error.additional_prompt_content
-        changes.update(
-            retryable=False,
-            max_retry_attempts=0,
-            additional_prompt_content=(
-                MAY_HAVE_ACTED if not guidance else f"{MAY_HAVE_ACTED} {guidance}"
-            ),
-        )
+        changes.update(not_repeated(error))
     return result.model_copy(
         update={
             "error": error.model_copy(update=changes),
@@ -1042,14 +1048,6 @@ def _retries_stopped(
             "duration_ms": _ms_since(started),
         }
     )
-
-
-#: The guidance of a failed write the runner did not repeat (see :func:`_retries_stopped`).
-MAY_HAVE_ACTED: Final = (
-    "The action may have taken effect before this failure. Check whether it did (look up "
-    "what it would have created or changed) before trying again: repeating it blindly may "
-    "do it twice."
-)
 
 
 def _ms_since(started: float) -> float:
@@ -1066,30 +1064,6 @@ def _state_key(policy: str, tool_key: str, scope: str | None) -> str:
     ``:``, so the two never meet. (A limiter's key also carries its limits: tools sharing a
     scope share one quota when their limits are equal, and only then.)"""
     return f"tdk:{policy}:{tool_key}" if scope is None else f"tdk:{policy}:scope:{scope}"
-
-
-def _upstream_did_not_act(error: ErrorInfo, exchanges: Exchanges | None) -> bool:
-    """Whether ``error`` says for certain that the upstream did nothing (a rate limit: the
-    call was refused; a connection that failed before its request was sent), while no other
-    request of the attempt (``exchanges``) may have reached an upstream: one answered, one
-    whose answer never came (a timeout, a reset connection), one still in flight."""
-    if exchanges is not None and exchanges.reached > 0:
-        return False
-    return error.category is _RATE_LIMIT or error.details.get("request_sent") is False
-
-
-async def _watched(attempt: Awaitable[ToolResult], exchanges: Exchanges) -> ToolResult:
-    """Run ``attempt`` noting what its requests may do in ``exchanges`` (see
-    :mod:`tdk._exchanges`), then count them for the call around it, if any: a tool that
-    calls another through a runner acted when the inner one did."""
-    token = CURRENT.set(exchanges)
-    try:
-        return await attempt
-    finally:
-        CURRENT.reset(token)
-        outer = CURRENT.get()
-        if outer is not None:
-            outer.add(exchanges)
 
 
 def _check_call(name: object, call_id: object) -> None:
