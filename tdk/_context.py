@@ -24,27 +24,29 @@ from tdk.errors import ToolRequirementError
 __all__ = ["ToolContext"]
 
 
-def _rebuild(  # noqa: PLR0917 (pickle passes the fields by position)
+def _rebuild(
     secrets: dict[str, str],
     metadata: dict[str, Any],
     user_id: str | None,
     auth_token: str | None,
     idempotency_key: str | None = None,
-    own_key: str | None = None,
 ) -> ToolContext:
-    """Recreate a context for ``pickle`` and ``copy`` (read-only mappings do not pickle):
-    ``idempotency_key`` is the key the caller gave, ``own_key`` the one made for a context
-    given none."""
-    context = ToolContext(
+    """Recreate a context for ``pickle`` and ``copy`` (read-only mappings do not pickle)."""
+    return ToolContext(
         secrets=secrets,
         metadata=metadata,
         user_id=user_id,
         auth_token=auth_token,
         idempotency_key=idempotency_key,
     )
-    if idempotency_key is None and own_key is not None:
-        object.__setattr__(context, "idempotency_key", own_key)
-    return context
+
+
+class _MadeKey(str):
+    """An idempotency key a context made for itself, given none: a ``str`` in every way, but
+    one that a copy of the context (``dataclasses.replace``, ``pickle``) still knows as made,
+    not given, so that the calls made with the copy get keys of their own too."""
+
+    __slots__ = ()
 
 
 def new_key() -> str:
@@ -203,9 +205,9 @@ class ToolContext:
         key: str | None = self.idempotency_key
         if key is None or key == "":  # none given: one of its own
             object.__setattr__(self, "_given_key", None)
-            object.__setattr__(self, "idempotency_key", new_key())
-        else:
-            object.__setattr__(self, "_given_key", key)
+            object.__setattr__(self, "idempotency_key", _MadeKey(new_key()))
+        else:  # given, or made for the context this one copies
+            object.__setattr__(self, "_given_key", None if type(key) is _MadeKey else key)
 
     def get_secret(self, name: str) -> str:
         """The secret called ``name``.
@@ -261,8 +263,7 @@ class ToolContext:
                 dict(self.metadata),
                 self.user_id,
                 self.auth_token,
-                self._given(),
-                self.idempotency_key,
+                self.idempotency_key,  # (a key made, not given, stays made: see _MadeKey)
             ),
         )
 

@@ -78,7 +78,10 @@ def note_sending(request: Any) -> None:
     exchanges = CURRENT.get()
     if exchanges is not None:
         exchanges.reached += 1
-        request.extensions[_COUNTED] = (exchanges, id(request))
+        try:  # (marked so that a failed connect can take it back)
+            request.extensions[_COUNTED] = (exchanges, id(request))
+        except Exception:  # odd extensions: counted for good (the safe side)
+            pass
 
 
 def note_response(response: Any) -> None:

@@ -263,3 +263,23 @@ def test_a_tool_reads_a_key_however_it_is_called() -> None:
     assert len(set(seen[:3])) == 3
     assert seen[3] == "k-9"
     assert all(isinstance(key, str) and key for key in seen)
+
+
+@pytest.mark.parametrize("key", [None, "call-1"], ids=["own-key", "given-key"])
+def test_a_replaced_context_keeps_calls_apart(key: str | None) -> None:
+    """``dataclasses.replace`` of a context keeps the caller's key, and a key the context
+    made stays made: calls with the copy still get keys of their own."""
+    seen: list[str] = []
+
+    @tool
+    async def create(context: ToolContext) -> str:
+        """Create something, once per key."""
+        seen.append(context.idempotency_key)
+        return "ok"
+
+    copy_ = dataclasses.replace(ToolContext(idempotency_key=key), user_id="u-2")
+    assert copy_.user_id == "u-2"
+    for _ in range(2):
+        asyncio.run(create.run({}, context=copy_))
+    assert (seen[0] == seen[1]) is (key is not None)
+    assert copy_ == dataclasses.replace(ToolContext(idempotency_key=key), user_id="u-2")
