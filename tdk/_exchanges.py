@@ -21,6 +21,7 @@ so that a late report of an attempt that ended goes to that attempt, not the nex
 
 from __future__ import annotations
 
+import contextlib
 from contextvars import ContextVar
 from typing import Any, Final
 
@@ -78,10 +79,10 @@ def note_sending(request: Any) -> None:
     exchanges = CURRENT.get()
     if exchanges is not None:
         exchanges.reached += 1
-        try:  # (marked so that a failed connect can take it back)
+        # Marked, so that a failed connect can take it back (odd extensions that refuse the
+        # mark: counted for good, the safe side).
+        with contextlib.suppress(Exception):
             request.extensions[_COUNTED] = (exchanges, id(request))
-        except Exception:  # odd extensions: counted for good (the safe side)
-            pass
 
 
 def note_response(response: Any) -> None:
