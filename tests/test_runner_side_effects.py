@@ -300,24 +300,57 @@ def _limited_upstream(request: httpx.Request) -> httpx.Response:
     return httpx.Response(429, headers={"Retry-After": "0"})
 
 
-@tool
-async def create_then_limited(title: Annotated[str, "The title."]) -> str:
-    """Create, then call a service that answers 429."""
-    import tdk.http
-
+def _limited_client(installed: bool) -> httpx.AsyncClient:
+    """A client of ``_limited_upstream``, with tdk installed or its hook added by hand."""
     transport = httpx.MockTransport(_limited_upstream)
-    async with tdk.http.install(httpx.AsyncClient(transport=transport)) as client:
-        await client.post("https://api.example/issues", json={"t": title})
-        return (await client.post("https://notify.example/hook")).text
+    if installed:
+        return tdk.http.install(httpx.AsyncClient(transport=transport))
+    hooks = {"response": [tdk.http.araise_for_upstream]}
+    return httpx.AsyncClient(transport=transport, event_hooks=hooks)
 
 
-def test_a_rate_limit_after_an_answered_write_is_not_retried() -> None:
+@pytest.mark.parametrize("installed", [True, False], ids=["installed", "hook-by-hand"])
+@pytest.mark.parametrize("limited_first", [False, True], ids=["write-first", "429-first"])
+def test_a_rate_limit_beside_an_answered_write_is_not_retried(
+    installed: bool, limited_first: bool
+) -> None:
+    """A write answered, then (or after) a 429: the refusal is safe to retry, the write is
+    not. A response hook added by hand sees the answers too."""
     POSTS.clear()
-    runner = ToolRunner(Toolkit("t", [create_then_limited]), retry=RETRY)
-    result = _run(runner, "create_then_limited", {"title": "a"})
+
+    @tool
+    async def create_and_limited(title: Annotated[str, "The title."]) -> str:
+        """Create, and call a service that answers 429 (before or after)."""
+        async with _limited_client(installed) as client:
+            if limited_first:
+                with contextlib.suppress(UpstreamRateLimitError):
+                    await client.post("https://notify.example/hook")
+            await client.post("https://api.example/issues", json={"t": title})
+            return (await client.post("https://notify.example/hook")).text
+
+    runner = ToolRunner(Toolkit("t", [create_and_limited]), retry=RETRY)
+    result = _run(runner, "create_and_limited", {"title": "a"})
     assert POSTS == ["/issues"]
     assert result.error is not None
     assert result.error.details["retry_stopped"] == "not_idempotent"
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["installed", "hook-by-hand"])
+def test_a_429_alone_is_retried_however_the_hook_was_added(installed: bool) -> None:
+    """A refusal the hook saw is taken back: nothing of the attempt counts, and the write
+    is repeated."""
+    calls: list[int] = []
+
+    @tool
+    async def limited(title: Annotated[str, "The title."]) -> str:
+        """Call a service that answers 429."""
+        calls.append(1)
+        async with _limited_client(installed) as client:
+            return (await client.post("https://notify.example/hook", json={"t": title})).text
+
+    result = _run(ToolRunner(Toolkit("t", [limited]), retry=RETRY), "limited", {"title": "a"})
+    assert (len(calls), result.attempts) == (3, 3)
+    assert result.retryable is True
 
 
 def test_answers_are_counted_per_attempt() -> None:
