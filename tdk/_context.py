@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
-import uuid
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +39,24 @@ def _rebuild(
         auth_token=auth_token,
         idempotency_key=idempotency_key,
     )
+
+
+class _MadeKey(str):
+    """An idempotency key a context made for itself, given none: a ``str`` in every way, but
+    one that a copy of the context (``dataclasses.replace``, ``pickle``) still knows as made,
+    not given, so that the calls made with the copy get keys of their own too."""
+
+    __slots__ = ()
+
+
+def new_key() -> str:
+    """A fresh idempotency key: a random UUID (version 4) in its usual text form, as
+    ``str(uuid.uuid4())`` writes it, made at half its cost."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    hexed = raw.hex()
+    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
 
 
 #: Characters httpx leaves as they are in a URL path (RFC 3986 sub-delims, ":", "@", "/").
@@ -122,10 +140,12 @@ def _escaped_forms(value: str) -> Iterator[str]:
 
 
 _PERCENT: Final = re.compile("%[0-9A-F]{2}")
+#: The default of ``secrets`` and ``metadata`` (copied by every context: never shared).
+_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
 _UNICODE_ESCAPE: Final = re.compile(r"\\u[0-9a-f]{4}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class ToolContext:
     """Secrets, metadata and the caller's identity for one tool call.
 
@@ -146,18 +166,48 @@ class ToolContext:
     """The end user the call is made for, when the host knows it."""
     auth_token: str | None = field(default=None, repr=False)
     """The end user's own credential, when the host passes one. Never shown by ``repr()``."""
-    idempotency_key: str | None = None
+    idempotency_key: str = field(default="", compare=False)
     """The key of the logical call, the same on every attempt of it (send it as the
-    upstream's ``Idempotency-Key``). A tool reading its context always finds one: the runner
-    gives each call a random one unless the caller gave one here, and so does ``run()``."""
+    upstream's ``Idempotency-Key``). Always a non-empty ``str`` for a tool: the caller's
+    (``ToolContext(idempotency_key=...)``), which every call made with this context keeps;
+    or, given none, a random UUID of the context's own, and each call made with the context
+    (``tool.run()``, a runner's call) gets a new one instead, so that two calls never
+    share a key."""
+    _given_key: str | None = field(default=None, init=False, repr=False)
+    """The key the caller gave (None: the context made its own). Contexts compare by it,
+    not by a key made at random."""
     _secret_values: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """What redaction scrubs for a call with this context, computed once (see
     :func:`secret_values`)."""
+
+    def __init__(
+        self,
+        *,
+        secrets: Mapping[str, str] = _NOTHING,
+        metadata: Mapping[str, Any] = _NOTHING,
+        user_id: str | None = None,
+        auth_token: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        # (Written out only so that ``idempotency_key`` may be given as None, as before it
+        # became a str: a subclass that is a dataclass of its own gets the generated one.)
+        object.__setattr__(self, "secrets", secrets)
+        object.__setattr__(self, "metadata", metadata)
+        object.__setattr__(self, "user_id", user_id)
+        object.__setattr__(self, "auth_token", auth_token)
+        object.__setattr__(self, "idempotency_key", idempotency_key)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "secrets", MappingProxyType(dict(self.secrets)))
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
         object.__setattr__(self, "_secret_values", secret_values(self))
+        key: str | None = self.idempotency_key
+        if key is None or key == "":  # none given: one of its own
+            object.__setattr__(self, "_given_key", None)
+            object.__setattr__(self, "idempotency_key", _MadeKey(new_key()))
+        else:  # given, or made for the context this one copies
+            object.__setattr__(self, "_given_key", None if type(key) is _MadeKey else key)
 
     def get_secret(self, name: str) -> str:
         """The secret called ``name``.
@@ -198,7 +248,8 @@ class ToolContext:
     def __repr__(self) -> str:
         secrets = "{" + ", ".join(f"{name!r}: '***'" for name in self.secrets) + "}"
         token = "'***'" if self.auth_token is not None else "None"
-        key = "" if self.idempotency_key is None else f", idempotency_key={self.idempotency_key!r}"
+        given = self._given()
+        key = "" if given is None else f", idempotency_key={given!r}"
         return (
             f"ToolContext(secrets={secrets}, metadata={dict(self.metadata)!r}, "
             f"user_id={self.user_id!r}, auth_token={token}{key})"
@@ -212,16 +263,22 @@ class ToolContext:
                 dict(self.metadata),
                 self.user_id,
                 self.auth_token,
-                self.idempotency_key,
+                self.idempotency_key,  # (a key made, not given, stays made: see _MadeKey)
             ),
         )
 
+    def _given(self) -> str | None:
+        """The idempotency key the caller gave, or None (also for a subclass whose
+        ``__post_init__`` skipped ours)."""
+        given: str | None = getattr(self, "_given_key", None)
+        return given
+
     def _keyed(self) -> ToolContext:
-        """This context for one logical call: itself when it has an idempotency key, else a
-        copy with a new random key (the rest shared, nothing computed again)."""
-        if self.idempotency_key is not None:
+        """This context for one logical call: itself when the caller gave its idempotency
+        key, else a copy with a new random key (the rest shared, nothing computed again)."""
+        if self._given() is not None:
             return self
-        return self._with_key(str(uuid.uuid4()))
+        return self._with_key(new_key())
 
     def _with_key(self, key: str) -> ToolContext:
         """A copy of this context (of its class, a subclass's own fields and attributes
@@ -237,6 +294,7 @@ class ToolContext:
         if hasattr(self, "__dict__"):
             object.__setattr__(copy, "__dict__", dict(self.__dict__))
         object.__setattr__(copy, "idempotency_key", key)
+        object.__setattr__(copy, "_given_key", key)  # (the call's: calls it makes keep it)
         return copy
 
 

@@ -1,32 +1,146 @@
-"""Whether an upstream answered during the current attempt of a call.
+"""What the requests of the current attempt of a call may have done upstream.
 
 The runner retries a tool that may write only where the upstream certainly did not act: a
-connection that failed before its request was sent. That is only certain when no earlier
-request of the same attempt was answered (a redirect followed, a first request to another
-service): tdk's HTTP hook notes every answer it sees here, and the runner asks.
+rate limit (the upstream refused), or a connection that failed before its request left. That
+is only certain when no other request of the same attempt may have reached an upstream: a
+write whose answer timed out, a redirect followed, a request still in flight beside the one
+that failed. tdk's HTTP hooks note each request here, and the runner asks.
+
+For a client tdk is installed on (:func:`tdk.http.install`), a request counts from the moment
+its ``request`` event fires (just before it is sent: that alone does not prove it left) until
+it is known not to have left: a connect that failed (:data:`NOT_SENT`) takes it back, and so
+does a rate-limit refusal (the upstream answered that it did nothing). Any other end (an
+answer, a read timeout, a reset connection, a cancellation while in flight) leaves it counted:
+the upstream may have acted. A response hook added by hand (without ``install``) sees only
+answers: each counts when it arrives.
+
+The count lives in a context variable, one :class:`Exchanges` per attempt, so the tasks and
+tdk's worker threads of a tool share it; a request is marked with the record that counted it,
+so that a late report of an attempt that ended goes to that attempt, not the next.
 """
 
 from __future__ import annotations
 
+import contextlib
 from contextvars import ContextVar
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["ANSWERED", "note_answer", "pass_answers_on"]
+__all__ = [
+    "CURRENT",
+    "NOT_SENT",
+    "Exchanges",
+    "never_sent",
+    "note_failure",
+    "note_refusal",
+    "note_response",
+    "note_sending",
+]
 
-#: While a tracked attempt runs: a one-item list, the number of answers seen.
-ANSWERED: Final[ContextVar[list[int] | None]] = ContextVar("tdk_answered", default=None)
+
+class Exchanges:
+    """The requests of one attempt of a call that may have reached an upstream."""
+
+    __slots__ = ("reached",)
+
+    def __init__(self) -> None:
+        self.reached = 0
+        """Requests sent (or whose sending is not known to have failed) and not refused."""
+
+    def add(self, other: Exchanges) -> None:
+        """Count the requests of ``other`` (a call made from inside this attempt, through a
+        runner) as this attempt's own: the outer call acted when the inner one did."""
+        self.reached += other.reached
 
 
-def note_answer() -> None:
-    """An upstream answered a request of the current attempt (if one is tracked)."""
-    cell = ANSWERED.get()
-    if cell is not None:
-        cell[0] += 1
+#: The record of the attempt running in this context, while a runner watches one.
+CURRENT: Final[ContextVar[Exchanges | None]] = ContextVar("tdk_exchanges", default=None)
+
+#: httpx exception classes (by name, for ``httpx2`` too) raised before a request left: no
+#: connection was made (refused, unresolvable, a connect timeout, no connection free in the
+#: pool in time) or its URL cannot be sent. Shared with the exception table
+#: (``request_sent: False``).
+NOT_SENT: Final = frozenset(
+    {"ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol"}
+)
+
+#: The key under which a request carries the record that counted it, and the request's own
+#: ``id()`` (httpx copies a request's extensions to its redirects, which are counted anew).
+_COUNTED: Final = "tdk.exchanges"
 
 
-def pass_answers_on(cell: list[int] | None) -> None:
-    """Count the answers of a call that ended (``cell``) in the call around it, if any: a
-    tool that calls another through a runner acted when the inner one did."""
-    outer = ANSWERED.get()
-    if outer is not None and cell is not None:
-        outer[0] += cell[0]
+def never_sent(exc: BaseException) -> bool:
+    """Whether ``exc`` (an httpx or httpx2 exception, or a subclass) was raised before its
+    request left."""
+    return any(cls.__name__ in NOT_SENT for cls in type(exc).__mro__)
+
+
+def note_sending(request: Any) -> None:
+    """A request of the current attempt is about to be sent (an installed ``request`` hook)."""
+    exchanges = CURRENT.get()
+    if exchanges is not None:
+        exchanges.reached += 1
+        # Marked, so that a failed connect can take it back (odd extensions that refuse the
+        # mark: counted for good, the safe side).
+        with contextlib.suppress(Exception):
+            request.extensions[_COUNTED] = (exchanges, id(request))
+
+
+def note_response(response: Any) -> None:
+    """An upstream answered a request (a response hook): counted now, unless its ``request``
+    event counted it already."""
+    exchanges = CURRENT.get()
+    if exchanges is not None and _mark_of(_request_of(response)) is None:
+        exchanges.reached += 1
+
+
+def note_refusal(response: Any) -> None:
+    """The upstream refused a request with a rate limit (a response hook, after
+    :func:`note_response`): it did nothing, and the request no longer counts."""
+    request = _request_of(response)
+    if _mark_of(request) is not None:
+        _take_back(request)
+        return
+    exchanges = CURRENT.get()  # counted by note_response() of this same answer
+    if exchanges is not None:
+        exchanges.reached -= 1
+
+
+def note_failure(request: Any, exc: BaseException) -> None:
+    """Sending ``request`` failed with ``exc``: a request that never left (the one ``exc``
+    names, else ``request``) no longer counts."""
+    if never_sent(exc):
+        named = _request_of(exc)
+        _take_back(request if named is None else named)
+
+
+def _mark_of(request: Any) -> tuple[Exchanges, int] | None:
+    """The record that counted ``request`` when its ``request`` event fired, if any (a mark
+    copied from the request a redirect was made from is not its own)."""
+    if request is None:
+        return None
+    try:
+        mark = request.extensions.get(_COUNTED)
+    except Exception:  # odd extensions: not ours
+        return None
+    if type(mark) is tuple and mark[1] == id(request):
+        return mark
+    return None
+
+
+def _take_back(request: Any) -> None:
+    mark = _mark_of(request)
+    if mark is None:
+        return
+    try:
+        del request.extensions[_COUNTED]
+    except Exception:  # odd extensions: leave the count as it is (the safe side)
+        return
+    mark[0].reached -= 1
+
+
+def _request_of(holder: Any) -> Any:
+    """The request of a response or an httpx exception; None when it has none."""
+    try:
+        return holder.request  # (httpx raises RuntimeError when none was set)
+    except Exception:
+        return None

@@ -58,6 +58,7 @@ from tdk.errors import (
     ToolError,
     ToolOutputError,
     ToolRequirementError,
+    _log_token,
 )
 
 if TYPE_CHECKING:
@@ -103,11 +104,12 @@ async def execute(
     timeout: float | Default | None = DEFAULT,
     include_stacktrace: bool = False,
     lingering: list[Job] | None = None,
+    attempt: tuple[int, int] | None = None,
 ) -> ToolResult:
     """Run one call of a tool and return its result; only the caller's cancellation,
     ``KeyboardInterrupt``, ``SystemExit`` and (before anything runs) a ``TypeError`` or
-    ``ValueError`` for a wrong ``call_id`` or ``timeout`` escape. ``lingering`` receives the
-    job of a sync body still running in its thread when the call returns."""
+    ``ValueError`` for a wrong ``call_id`` or ``timeout`` escape. ``lingering``: see
+    :func:`_wait_for`; ``attempt``: ``(n, of)``, attempt ``n`` of a runner's call (logged)."""
     start = perf_counter()
     if (call_id is not None and type(call_id) is not str) or (
         timeout is not DEFAULT
@@ -115,8 +117,7 @@ async def execute(
         and (type(timeout) is not float or not 0.0 < timeout < math.inf)
     ):
         timeout = _checked_options(call_id, timeout)
-    # The call's secrets are scrubbed from every text redacted while it runs (the HTTP
-    # hook's errors, httpx's log lines), not only from its result.
+    # The call's secrets are scrubbed from every text redacted while it runs, not only its result.
     secrets = () if context is None else secrets_of(context)
     ambient = call_secrets(secrets) if secrets else None
     try:
@@ -129,7 +130,7 @@ async def execute(
                 _check_requirements(spec, context)
             validated = _validated(spec, name, arguments, secrets)
             if type(validated) is ErrorInfo:
-                return _logged_failure(name, validated, call_id, 0, start)
+                return _logged_failure(name, validated, call_id, 0, start, log=(secrets, attempt))
             kwargs = validated.__dict__ if spec.plain else spec.arguments(validated, context)
             attempts = 1
             if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
@@ -152,8 +153,7 @@ async def execute(
             failure: BaseException = exc
         else:
             if _RELIABLE_CANCELLING and task is not None and task.cancelling() > cancelling:
-                # The body swallowed its caller's cancellation. (Python 3.13 and newer: the
-                # suite covers it there.)
+                # The body swallowed its caller's cancellation (tested on Python 3.13 and up).
                 raise asyncio.CancelledError  # pragma: no cover
             return _result(name, call_id, output, None, attempts, started=start)
         result = failure_result(
@@ -164,6 +164,7 @@ async def execute(
             attempts=0 if job is not None and job.state is DROPPED else attempts,
             started=start,
             include_stacktrace=include_stacktrace,
+            attempt=attempt,
         )
         # The exception's traceback holds this frame, which holds the exception: without this,
         # every failed call would leave a reference cycle for the garbage collector.
@@ -235,19 +236,22 @@ def failure_result(
     attempts: int,
     started: float,
     include_stacktrace: bool,
+    attempt: tuple[int, int] | None = None,
 ) -> ToolResult:
     """The result of a call that failed with ``exc``: classified, redacted and logged once.
 
-    ``started`` is the ``perf_counter()`` reading at the start of the call.
+    ``started`` is the ``perf_counter()`` reading at the start of the call; ``attempt`` is
+    ``(n, of)`` for an attempt of a runner's call.
     """
+    secrets = secrets_of(context)
     try:
         info = error_info_from_exception(
-            exc, name, include_stacktrace=include_stacktrace, secrets=secrets_of(context)
+            exc, name, include_stacktrace=include_stacktrace, secrets=secrets
         )
     except Exception as unreadable:  # pragma: no cover (a bug of tdk's: no known exception
         # reaches here any more; tests/test_execute_hostile.py lists those that did)
         info = _type_only_failure(exc, name, unreadable)
-    return _logged_failure(name, info, call_id, attempts, started)
+    return _logged_failure(name, info, call_id, attempts, started, log=(secrets, attempt))
 
 
 def _type_only_failure(  # pragma: no cover (see failure_result())
@@ -285,11 +289,27 @@ def shown_name(name: str, context: ToolContext | None) -> str:
 
 
 def _logged_failure(
-    name: str, info: ErrorInfo, call_id: str | None, attempts: int, started: float
+    name: str,
+    info: ErrorInfo,
+    call_id: str | None,
+    attempts: int,
+    started: float,
+    *,
+    log: tuple[tuple[str, ...], tuple[int, int] | None],
 ) -> ToolResult:
-    """The result of a failed call, logged once."""
-    _log_failure(info)
+    """The result of a failed call (or attempt), logged once (``log``: the call's secrets,
+    to redact its id with, and its attempt ``(n, of)`` in a runner, else None)."""
+    _log_failure(info, call_id, *log)
     return _result(name, call_id, None, info, attempts, started=started)
+
+
+def logged_call_id(call_id: str | None, secrets: tuple[str, ...]) -> str | None:
+    """A call id as log lines show it: redacted with the call's ``secrets``, cut, and
+    JSON-quoted unless it is a plain token (a model may send any text, a newline that would
+    forge a second record included). None for a call without one."""
+    if call_id is None:
+        return None
+    return _log_token(redact_text(call_id, secrets, limit=MAX_SHOWN_NAME))
 
 
 def _result(
@@ -428,27 +448,39 @@ def _check_numbers(output: object) -> None:
             ) from None
 
 
-def _log_failure(info: ErrorInfo) -> None:
+def _log_failure(
+    info: ErrorInfo,
+    call_id: str | None,
+    secrets: tuple[str, ...],
+    attempt: tuple[int, int] | None,
+) -> None:
     """One record per failure, built only when a handler will see it.
 
-    The message is the error's log line (formatted lazily, by the handler); the record's
-    ``tdk_error`` attribute is its ``to_dict()``. With logging unconfigured this costs a few
-    attribute lookups: tdk's own handler is a ``NullHandler``.
+    The message is the error's log line and the call's id and attempt (``call_id=c-7
+    attempt="2 of 3"``, formatted lazily, by the handler); the record's ``tdk_error``
+    attribute is the error's ``to_dict()``, and ``tdk_call`` the call's ``call_id`` (as the
+    line shows it), ``attempt`` and ``max_attempts`` (None outside a runner). With logging
+    unconfigured this costs a few attribute lookups: tdk's own handler is a ``NullHandler``.
     """
     level = logging.ERROR if info.kind in _TOOL_BUG_KINDS else logging.WARNING
     if not logger.isEnabledFor(level) or not _has_listener(level):
         return
     try:
+        shown = logged_call_id(call_id, secrets)
+        number, of = attempt if attempt is not None else (None, None)
         record = logger.makeRecord(
             logger.name,
             level,
             __file__,
             0,
             "%s",
-            (_LogLine(info),),
+            (_LogLine(info, shown, attempt),),
             None,
             func="execute",
-            extra={"tdk_error": info.to_dict()},
+            extra={
+                "tdk_error": info.to_dict(),
+                "tdk_call": {"call_id": shown, "attempt": number, "max_attempts": of},
+            },
         )
         logger.handle(record)
     except Exception:  # noqa: S110
@@ -469,15 +501,25 @@ def _has_listener(level: int) -> bool:
 
 
 class _LogLine:
-    """Formats an error's log line only when a handler asks for the message."""
+    """Formats an error's log line only when a handler asks for the message: the error's
+    own (:meth:`ErrorInfo.to_log_line`), then the call's id and attempt, when known."""
 
-    __slots__ = ("info",)
+    __slots__ = ("attempt", "call_id", "info")
 
-    def __init__(self, info: ErrorInfo) -> None:
+    def __init__(
+        self, info: ErrorInfo, call_id: str | None, attempt: tuple[int, int] | None
+    ) -> None:
         self.info = info
+        self.call_id = call_id
+        self.attempt = attempt
 
     def __str__(self) -> str:
-        return self.info.to_log_line()
+        line = self.info.to_log_line()
+        if self.call_id is not None:
+            line += f" call_id={self.call_id}"
+        if self.attempt is not None:
+            line += f' attempt="{self.attempt[0]} of {self.attempt[1]}"'
+        return line
 
 
 def map_direct_call_error(

@@ -9,10 +9,13 @@ What is recorded, following the GenAI semantic conventions:
 
 - each call (``tool.run``, ``Toolkit.run``, ``ToolRunner.run``) is a span ``execute_tool
   {name}`` with ``gen_ai.operation.name = "execute_tool"``, ``gen_ai.tool.name``,
-  ``gen_ai.tool.call.id``, ``gen_ai.tool.type``; on failure ``error.type`` = the kind and the
-  status ERROR with the model-safe message. A runner's call has one child span per attempt
-  (``attempt {n} {name}``), and events for its retries (with the wait), limiter waits,
-  refusals and circuit changes;
+  ``gen_ai.tool.call.id``, ``gen_ai.tool.type``, and ``tdk.attempts`` (how many times the
+  body ran); on failure ``error.type`` = the kind, ``http.response.status_code`` when the
+  error has one, the status ERROR with the model-safe message and, for a runner's call that
+  stopped retrying, ``tdk.retry.stopped`` (why: ``not_idempotent``, ``deadline``,
+  ``max_attempts``...). A runner's call has one child span per attempt (``attempt {n}
+  {name}``, with the attempt's own kind and status code), and events for its retries (with
+  the wait), limiter waits, refusals and circuit changes;
 - metrics: ``tdk.tool.duration`` (a histogram of call durations in seconds, by tool and
   outcome: the kind, or ``success``), ``tdk.tool.retries`` and ``tdk.tool.refusals``
   (counters), ``tdk.circuit.state`` (a gauge: 0 closed, 1 half-open, 2 open).
@@ -57,6 +60,8 @@ class _Loaded:
 _MAX_TEXT: Final = 256
 #: How long a status description (the model-safe message) may be.
 _MAX_MESSAGE: Final = 1024
+#: How long the reason retries stopped may be (the runner's are single words).
+_MAX_REASON: Final = 64
 _CIRCUIT_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
 
 
@@ -160,7 +165,9 @@ class Telemetry:
                             tool_name = _attribute_text(result.tool, secrets)
                             span.update_name(f"execute_tool {tool_name}")
                             span.set_attribute("gen_ai.tool.name", tool_name)
+                        span.set_attribute("tdk.attempts", result.attempts)
                         self._close(span, result)
+                        self._stopped(span, result)
         finally:
             _CALL.reset(token)
         if self.duration is not None:
@@ -225,11 +232,24 @@ class Telemetry:
         return self.api.trace.Status(self.api.trace.StatusCode.ERROR, description)
 
     def _close(self, span: Any, result: ToolResult) -> None:
+        """A failure's kind, HTTP status and model-safe message on the span of the call or
+        attempt that ended with it."""
         error = result.error
         if error is None:
             return
         span.set_attribute("error.type", error.kind.value)
+        if type(error.status_code) is int:
+            span.set_attribute("http.response.status_code", error.status_code)
         span.set_status(self._status(_attribute_text(error.message, limit=_MAX_MESSAGE)))
+
+    @staticmethod
+    def _stopped(span: Any, result: ToolResult) -> None:
+        """Why a runner's call ended without another retry (``tdk.retry.stopped``: a write
+        not repeated, the deadline, the attempts used up...), on the call's span."""
+        error = result.error
+        reason = None if error is None else error.details.get("retry_stopped")
+        if type(reason) is str:  # (a reason of the runner's, but details may carry any text)
+            span.set_attribute("tdk.retry.stopped", _attribute_text(reason, limit=_MAX_REASON))
 
 
 #: The telemetry of the call running in this context (set by :meth:`Telemetry.call`): its

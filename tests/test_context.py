@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import pickle
+import uuid
+from typing import Any
 
 import pytest
 
@@ -204,3 +207,79 @@ def test_a_subclass_that_skips_our_post_init_still_works() -> None:
     result = boom.run_sync({}, context=TenantContext(secrets={"K": "tenant-secret-1"}))
     assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
     assert "tenant-secret-1" not in str(result.to_dict())
+
+
+@pytest.mark.parametrize(
+    "given", [pytest.param({}, id="not-given"), pytest.param({"idempotency_key": None}, id="none")]
+)
+def test_a_context_given_no_key_makes_its_own(given: dict[str, None]) -> None:
+    """Without a key (or with None, as before keys became ``str``), a context has a random
+    UUID of its own: what a tool reads is always a ``str``."""
+    own = ToolContext(**given).idempotency_key  # type: ignore[arg-type]
+    assert isinstance(own, str)
+    assert uuid.UUID(own).version == 4
+    assert own != ToolContext(**given).idempotency_key  # type: ignore[arg-type]
+
+
+def test_a_key_made_at_random_does_not_make_contexts_differ() -> None:
+    """Contexts compare by the key a caller gave, not by one made at random."""
+    assert ToolContext(user_id="u") == ToolContext(user_id="u")
+    assert ToolContext(idempotency_key="k") == ToolContext(idempotency_key="k")
+    assert ToolContext(idempotency_key="k") != ToolContext(idempotency_key="j")
+    assert ToolContext(idempotency_key="k") != ToolContext()
+
+
+@pytest.mark.parametrize(
+    "clone",
+    [copy.copy, copy.deepcopy, lambda c: pickle.loads(pickle.dumps(c))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+@pytest.mark.parametrize("key", [None, "call-1"], ids=["own-key", "given-key"])
+def test_copies_keep_the_key(clone: Any, key: str | None) -> None:
+    """Copies and pickles keep the key, whether the caller gave it or not."""
+    context = ToolContext(idempotency_key=key)
+    other = clone(context)
+    assert other.idempotency_key == context.idempotency_key
+    assert repr(other) == repr(context)
+
+
+def test_a_tool_reads_a_key_however_it_is_called() -> None:
+    """Called directly, a tool reads its context's key; each ``run()`` is a logical call of
+    its own with a new key, unless the caller gave one."""
+    seen: list[str] = []
+
+    @tool
+    def create(context: ToolContext) -> str:
+        """Create something, once per key."""
+        seen.append(context.idempotency_key)
+        return "ok"
+
+    context = ToolContext()
+    create(context)
+    asyncio.run(create.run({}, context=context))
+    asyncio.run(create.run({}, context=context))
+    asyncio.run(create.run({}, context=ToolContext(idempotency_key="k-9")))
+    assert seen[0] == context.idempotency_key
+    assert len(set(seen[:3])) == 3
+    assert seen[3] == "k-9"
+    assert all(isinstance(key, str) and key for key in seen)
+
+
+@pytest.mark.parametrize("key", [None, "call-1"], ids=["own-key", "given-key"])
+def test_a_replaced_context_keeps_calls_apart(key: str | None) -> None:
+    """``dataclasses.replace`` of a context keeps the caller's key, and a key the context
+    made stays made: calls with the copy still get keys of their own."""
+    seen: list[str] = []
+
+    @tool
+    async def create(context: ToolContext) -> str:
+        """Create something, once per key."""
+        seen.append(context.idempotency_key)
+        return "ok"
+
+    copy_ = dataclasses.replace(ToolContext(idempotency_key=key), user_id="u-2")
+    assert copy_.user_id == "u-2"
+    for _ in range(2):
+        asyncio.run(create.run({}, context=copy_))
+    assert (seen[0] == seen[1]) is (key is not None)
+    assert copy_ == dataclasses.replace(ToolContext(idempotency_key=key), user_id="u-2")

@@ -58,6 +58,12 @@ MAPPING_CASES = [
         id="ConnectTimeout",
     ),
     pytest.param(
+        httpx.PoolTimeout("no connection free", request=REQUEST),
+        ErrorKind.NETWORK_TRANSPORT_RUNTIME_TIMEOUT,
+        "The upstream service could not be reached in time.",
+        id="PoolTimeout",
+    ),
+    pytest.param(
         httpx.ConnectError("[Errno -2] Name or service not known", request=REQUEST),
         ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE,
         "The upstream service could not be reached.",
@@ -191,6 +197,7 @@ def test_network_errors_carry_the_redacted_request() -> None:
     [
         pytest.param(httpx.ConnectError("refused", request=REQUEST), False, id="connect-error"),
         pytest.param(httpx.ConnectTimeout("slow", request=REQUEST), False, id="connect-timeout"),
+        pytest.param(httpx.PoolTimeout("no connection", request=REQUEST), False, id="pool-timeout"),
         pytest.param(httpx.UnsupportedProtocol("ftp"), False, id="unsupported-protocol"),
         pytest.param(httpx.ReadTimeout("slow", request=REQUEST), None, id="read-timeout"),
         pytest.param(httpx.ReadError("reset", request=REQUEST), None, id="read-error"),

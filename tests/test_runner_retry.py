@@ -15,7 +15,17 @@ from typing import Annotated, Any
 import pytest
 from _runner_support import FakeTime, in_loop
 
-from tdk import RetryPolicy, Tool, Toolkit, ToolResult, ToolRunner, tool
+from tdk import (
+    CircuitBreaker,
+    RateLimit,
+    RetryPolicy,
+    Tool,
+    ToolContext,
+    Toolkit,
+    ToolResult,
+    ToolRunner,
+    tool,
+)
 from tdk.errors import (
     ContextRequiredToolError,
     ErrorCategory,
@@ -35,6 +45,7 @@ from tdk.errors import (
     UpstreamServerError,
     UpstreamValidationError,
 )
+from tdk.runner import InMemoryStore
 
 NO_JITTER = RetryPolicy(max_attempts=5, initial_delay=0.1, multiplier=2.0, jitter=False)
 
@@ -301,32 +312,50 @@ async def test_the_deadline_counts_earlier_waits() -> None:
     assert result.error.details["retry_wait_ms"] == 800
 
 
+class SlowStore:
+    """A shared store whose every answer takes ``delay`` real seconds (a slow network)."""
+
+    def __init__(self, delay: float) -> None:
+        self.inner = InMemoryStore()
+        self.delay = delay
+
+    async def update(self, key: str, change: Any, *args: Any) -> Any:
+        await asyncio.sleep(self.delay)
+        return await self.inner.update(key, change, *args)
+
+
 @in_loop
 async def test_a_deadline_that_passed_before_the_first_attempt_is_a_timeout() -> None:
-    """If queueing used up the deadline, the call times out without running the tool."""
+    """If admission used up the deadline (a store that answers late), the call times out
+    without running the tool."""
     script = Script()
-    readings = iter([0.0, 5.0])
-    runner = ToolRunner(Toolkit("test", [script.tool]), deadline=1.0, clock=lambda: next(readings))
+    runner = ToolRunner(
+        Toolkit("test", [script.tool]),
+        deadline=0.05,
+        circuit_breaker=CircuitBreaker(),
+        store=SlowStore(0.2),
+    )
     result = await runner.run("flaky")
     assert result.kind == ErrorKind.TOOL_RUNTIME_TIMEOUT
     assert result.attempts == script.calls == 0
     assert result.error is not None
-    assert result.error.details == {"timeout": 1.0, "attempts": 0, "deadline": 1.0}
+    assert result.error.details == {"timeout": 0.05, "attempts": 0, "deadline": 0.05}
 
 
 @in_loop
 async def test_a_retry_after_the_deadline_passed_is_not_made() -> None:
-    """A sleep that overran the deadline ends the call with the last error."""
+    """A sleep that overran the deadline (on the monotonic clock) ends the call with the
+    last error."""
     script = Script(server_error(), server_error())
     time = FakeTime()
 
     async def oversleep(seconds: float) -> None:
-        time.now += seconds + 10
+        await asyncio.sleep(seconds + 0.3)
 
     runner = ToolRunner(
         Toolkit("test", [script.tool]),
         retry=NO_JITTER,
-        deadline=1.0,
+        deadline=0.2,
         clock=time.clock,
         sleep=oversleep,
     )
@@ -413,10 +442,10 @@ async def test_the_deadline_cuts_the_attempt_in_progress() -> None:
         await asyncio.sleep(10)
         return "never"
 
-    time = FakeTime()  # the deadline on a clock of its own: a slow machine cannot eat it up
+    time = FakeTime()
     runner = ToolRunner(
         Toolkit("test", [hang]),
-        deadline=0.02,
+        deadline=0.2,  # (on the monotonic clock: ample for a slow machine to start the attempt)
         retry=RetryPolicy(initial_delay=0.05),
         clock=time.clock,
         sleep=time.sleep,
@@ -425,8 +454,93 @@ async def test_the_deadline_cuts_the_attempt_in_progress() -> None:
     assert result.kind == ErrorKind.TOOL_RUNTIME_TIMEOUT
     assert result.attempts == 1
     assert result.error is not None
-    assert 0 < result.error.details["timeout"] <= 0.02
+    assert 0 < result.error.details["timeout"] <= 0.2
     assert result.error.details["retry_stopped"] == "deadline"
+
+
+class SteppingClock:
+    """A wall clock that an NTP correction steps by ``step`` seconds at every reading (what
+    ``clock=time.time`` may do, for runners that share a store)."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 1_700_000_000.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+class CountedSleep:
+    """A real sleep that records each wait the runner asks for."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        await asyncio.sleep(seconds)
+
+
+@in_loop
+async def test_a_clock_stepping_back_does_not_stretch_the_deadline() -> None:
+    """The deadline runs on the monotonic clock, whatever ``clock=`` (the policies' state)
+    reads: with a wall clock stepping back a second at every reading, a call of 0.3 s asks
+    for at most 0.3 s of waits, however many attempts could still be made."""
+    script = Script(*(server_error(max_retry_attempts=99) for _ in range(100)))
+    sleep = CountedSleep()
+    runner = ToolRunner(
+        Toolkit("test", [script.tool]),
+        deadline=0.3,
+        retry=RetryPolicy(max_attempts=50, initial_delay=0.05, multiplier=1.0, jitter=False),
+        clock=SteppingClock(-1.0),
+        sleep=sleep,
+    )
+    result = await runner.run("flaky")
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "deadline"
+    assert sum(sleep.asked) <= 0.3
+    assert script.calls == len(sleep.asked) + 1 <= 7
+
+
+@in_loop
+async def test_a_clock_stepping_forward_does_not_cut_the_deadline() -> None:
+    """A wall clock jumping an hour ahead at every reading does not end the call early: its
+    three attempts run within the deadline."""
+    script = Script(server_error(), server_error())
+    sleep = CountedSleep()
+    runner = ToolRunner(
+        Toolkit("test", [script.tool]),
+        deadline=30.0,
+        retry=RetryPolicy(max_attempts=3, initial_delay=0.01, jitter=False),
+        clock=SteppingClock(3600.0),
+        sleep=sleep,
+    )
+    result = await runner.run("flaky")
+    assert (result.value, result.attempts) == (1, 3)
+    assert sleep.asked == [0.01, 0.02]
+
+
+@in_loop
+async def test_a_limiter_wait_counts_against_the_deadline() -> None:
+    """The waits of one call add up against its deadline, the limiter's (``max_wait``) and
+    the retries' alike, as the runner asked for them (a fake sleep stands for the time it
+    says it waited): 0.1 s of backoff leaves 0.55 s, too little for the limiter's 0.6 s."""
+    script = Script(server_error())
+    time = FakeTime()
+    runner = ToolRunner(
+        Toolkit("test", [script.tool]),
+        deadline=0.65,
+        retry=RetryPolicy(initial_delay=0.1, jitter=False),
+        rate_limit=RateLimit(calls=1, period=0.7, max_wait=5.0),
+        clock=time.clock,
+        sleep=time.sleep,
+    )
+    result = await runner.run("flaky")
+    assert time.sleeps == [0.1]
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "rate_limited"
+    assert result.error.details["retry_wait_ms"] == 600
 
 
 def retry_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -467,3 +581,53 @@ def test_results_are_plain_tool_results() -> None:
     data = result.to_dict()
     assert data["attempts"] == 1
     assert data["error"]["details"]["attempts"] == 1
+
+
+SECRET = "planted-secret-9f3a"
+#: call id -> as log lines show it.
+LOGGED_CALL_IDS = {
+    "plain": ("c-7", "c-7"),
+    "holding-a-secret": (f"call-{SECRET}", '"call-[REDACTED]"'),
+    "with-a-newline": ("c\n7", '"c\\n7"'),
+}
+
+
+@pytest.mark.parametrize(("call_id", "shown"), LOGGED_CALL_IDS.values(), ids=LOGGED_CALL_IDS.keys())
+@in_loop
+async def test_each_failed_attempt_is_logged_with_its_call_and_number(
+    caplog: pytest.LogCaptureFixture, call_id: str, shown: str
+) -> None:
+    """Three failed attempts of one call are three WARNING lines that say so (the call's id,
+    redacted with its secrets, and "attempt N of M"), and so are the runner's decisions:
+    they do not read as three calls."""
+    caplog.set_level(logging.INFO)
+    script = Script(server_error(), server_error(), server_error())
+    policy = RetryPolicy(max_attempts=3, initial_delay=0.1, jitter=False)
+    context = ToolContext(secrets={"KEY": SECRET})
+    await runner_for(script, FakeTime(), retry=policy).run(
+        "flaky", context=context, call_id=call_id
+    )
+    failures = [r for r in caplog.records if r.name == "tdk"]
+    assert [r.levelno for r in failures] == [logging.WARNING] * 3
+    assert [r.tdk_call for r in failures] == [  # type: ignore[attr-defined]
+        {"call_id": shown, "attempt": n, "max_attempts": 3} for n in (1, 2, 3)
+    ]
+    for n, record in enumerate(failures, start=1):
+        assert record.getMessage().endswith(f' call_id={shown} attempt="{n} of 3"')
+    decisions = retry_records(caplog)
+    assert [r.tdk_retry["call_id"] for r in decisions] == [shown] * 3  # type: ignore[attr-defined]
+    for n, record in enumerate(decisions, start=1):
+        assert record.getMessage().startswith(f"tool flaky (call {shown}): attempt {n} of 3 ")
+    lines = [r.getMessage() for r in caplog.records]
+    assert not any(SECRET in line or "\n" in line for line in lines)
+
+
+@in_loop
+async def test_a_call_outside_a_runner_logs_its_id_alone(caplog: pytest.LogCaptureFixture) -> None:
+    """``tool.run()`` has no attempts to count: its line names the call only."""
+    caplog.set_level(logging.WARNING, logger="tdk")
+    script = Script(server_error())
+    await script.tool.run({}, call_id="c-1")
+    [record] = [r for r in caplog.records if r.name == "tdk"]
+    assert record.getMessage().endswith(" call_id=c-1")
+    assert record.tdk_call == {"call_id": "c-1", "attempt": None, "max_attempts": None}  # type: ignore[attr-defined]

@@ -313,17 +313,19 @@ def test_a_metadata_value_without_text_is_a_missing_field() -> None:
 
 
 def test_a_wait_that_ends_past_the_deadline_runs_no_attempt() -> None:
-    """The runner never starts a wait that would end past the deadline; a clock that moves
-    further while it waits (a slow machine) still stops the call at the deadline."""
+    """The runner never starts a wait that would end past the deadline; a wait that lasts
+    longer than asked (a slow machine) still stops the call at the deadline, which runs on
+    the monotonic clock."""
     clock = FakeClock()
 
     async def slow_sleep(seconds: float) -> None:
-        clock.now += seconds + 20.0  # the machine stalled during the wait
+        clock.now += seconds
+        await asyncio.sleep(seconds + 0.5)  # the machine stalled during the wait
 
     runner = ToolRunner(
         TOOLKIT,
-        deadline=10.0,
-        rate_limit=RateLimit(calls=1, period=1.0, max_wait=2.0),
+        deadline=0.5,
+        rate_limit=RateLimit(calls=1, period=0.2, max_wait=0.4),
         clock=clock,
         sleep=slow_sleep,
     )

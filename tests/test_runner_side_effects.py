@@ -9,16 +9,24 @@ attempts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import socket
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from typing import Annotated, Any
 
 import httpx
 import pytest
+from _http_server import Server
 
-from tdk import RetryPolicy, ToolContext, Toolkit, ToolResult, ToolRunner, tool
-from tdk.errors import UpstreamRateLimitError, UpstreamServerError
+import tdk.http
+from tdk import RetryPolicy, Tool, ToolContext, Toolkit, ToolResult, ToolRunner, tool
+from tdk.errors import ErrorKind, UpstreamRateLimitError, UpstreamServerError
+from tdk.hosts import mcp as tdk_mcp
 
 REQUEST = httpx.Request("POST", "https://tracker.example/issues")
 RETRY = RetryPolicy(max_attempts=3, initial_delay=0.001, jitter=False)
@@ -155,12 +163,14 @@ def test_every_attempt_of_a_call_has_the_same_key_and_calls_differ() -> None:
     create, keys = _keyed_tool(fail_first=True)
     runner = ToolRunner(Toolkit("t", [create]), retry=RETRY)
     context = ToolContext(user_id="u-1")
+    own = context.idempotency_key  # the context's own key, which no call shares
     first = _run(runner, "create", {"title": "a"}, context=context)
     second = _run(runner, "create", {"title": "b"}, context=context)
     assert (first.attempts, second.attempts) == (2, 1)
     assert keys[0] == keys[1] != keys[2]
-    assert all(key is not None and len(key) == 36 for key in keys)
-    assert context.idempotency_key is None  # the caller's context is left as it was
+    assert all(key is not None and uuid.UUID(key).version == 4 for key in keys)
+    assert own not in keys
+    assert context.idempotency_key == own  # the caller's context is left as it was
 
 
 def test_calls_of_one_batch_have_keys_of_their_own() -> None:
@@ -290,24 +300,57 @@ def _limited_upstream(request: httpx.Request) -> httpx.Response:
     return httpx.Response(429, headers={"Retry-After": "0"})
 
 
-@tool
-async def create_then_limited(title: Annotated[str, "The title."]) -> str:
-    """Create, then call a service that answers 429."""
-    import tdk.http
-
+def _limited_client(installed: bool) -> httpx.AsyncClient:
+    """A client of ``_limited_upstream``, with tdk installed or its hook added by hand."""
     transport = httpx.MockTransport(_limited_upstream)
-    async with tdk.http.install(httpx.AsyncClient(transport=transport)) as client:
-        await client.post("https://api.example/issues", json={"t": title})
-        return (await client.post("https://notify.example/hook")).text
+    if installed:
+        return tdk.http.install(httpx.AsyncClient(transport=transport))
+    hooks = {"response": [tdk.http.araise_for_upstream]}
+    return httpx.AsyncClient(transport=transport, event_hooks=hooks)
 
 
-def test_a_rate_limit_after_an_answered_write_is_not_retried() -> None:
+@pytest.mark.parametrize("installed", [True, False], ids=["installed", "hook-by-hand"])
+@pytest.mark.parametrize("limited_first", [False, True], ids=["write-first", "429-first"])
+def test_a_rate_limit_beside_an_answered_write_is_not_retried(
+    installed: bool, limited_first: bool
+) -> None:
+    """A write answered, then (or after) a 429: the refusal is safe to retry, the write is
+    not. A response hook added by hand sees the answers too."""
     POSTS.clear()
-    runner = ToolRunner(Toolkit("t", [create_then_limited]), retry=RETRY)
-    result = _run(runner, "create_then_limited", {"title": "a"})
+
+    @tool
+    async def create_and_limited(title: Annotated[str, "The title."]) -> str:
+        """Create, and call a service that answers 429 (before or after)."""
+        async with _limited_client(installed) as client:
+            if limited_first:
+                with contextlib.suppress(UpstreamRateLimitError):
+                    await client.post("https://notify.example/hook")
+            await client.post("https://api.example/issues", json={"t": title})
+            return (await client.post("https://notify.example/hook")).text
+
+    runner = ToolRunner(Toolkit("t", [create_and_limited]), retry=RETRY)
+    result = _run(runner, "create_and_limited", {"title": "a"})
     assert POSTS == ["/issues"]
     assert result.error is not None
     assert result.error.details["retry_stopped"] == "not_idempotent"
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["installed", "hook-by-hand"])
+def test_a_429_alone_is_retried_however_the_hook_was_added(installed: bool) -> None:
+    """A refusal the hook saw is taken back: nothing of the attempt counts, and the write
+    is repeated."""
+    calls: list[int] = []
+
+    @tool
+    async def limited(title: Annotated[str, "The title."]) -> str:
+        """Call a service that answers 429."""
+        calls.append(1)
+        async with _limited_client(installed) as client:
+            return (await client.post("https://notify.example/hook", json={"t": title})).text
+
+    result = _run(ToolRunner(Toolkit("t", [limited]), retry=RETRY), "limited", {"title": "a"})
+    assert (len(calls), result.attempts) == (3, 3)
+    assert result.retryable is True
 
 
 def test_answers_are_counted_per_attempt() -> None:
@@ -417,3 +460,257 @@ def test_a_nested_runner_retrying_a_read_keeps_the_write_from_repeating() -> Non
     assert len(POSTS) == 1
     assert result.error is not None
     assert result.error.details["retry_stopped"] == "not_idempotent"
+
+
+# --- what was sent, not only what was answered: a real server on 127.0.0.1 ------------------
+
+
+class Writes:
+    """A tracker on 127.0.0.1 that counts the writes it receives (``POST /<how>``).
+
+    ``/lost``: the write is received, its answer held back past the client's read timeout;
+    ``/reset``: received, then the connection closed unanswered; ``/held``: received, its
+    answer held back until the test ends; ``/limited``: a 429 (``Retry-After: 0``), sent
+    once as many writes arrived as ``/limited`` requests, so a parallel write is certainly
+    received first; ``/quota``: a 429 at once.
+    """
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.limited = 0
+        self.changed = threading.Condition()
+        self.release = threading.Event()
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet."""
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                how = self.path.strip("/")
+                if how == "quota":
+                    self._answer(429, {"Retry-After": "0"})
+                    return
+                if how == "limited":
+                    with upstream.changed:
+                        upstream.limited += 1
+                        upstream.changed.wait_for(
+                            lambda: upstream.writes >= upstream.limited, timeout=30
+                        )
+                    self._answer(429, {"Retry-After": "0"})
+                    return
+                with upstream.changed:
+                    upstream.writes += 1
+                    upstream.changed.notify_all()
+                if how == "reset":
+                    self.close_connection = True  # no answer at all
+                    return
+                upstream.release.wait(30)  # /lost and /held: an answer that comes too late
+                self._answer(201, {})
+
+            def _answer(self, status: int, headers: dict[str, str]) -> None:
+                self.send_response_only(status)
+                for name, value in {**headers, "Content-Length": "0"}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+
+        self.handler = Handler
+
+    @contextlib.contextmanager
+    def serve(self) -> Iterator[str]:
+        """Run on a free port of 127.0.0.1; yield the base URL."""
+        server = Server(("127.0.0.1", 0), self.handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            self.release.set()
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A port of 127.0.0.1 bound but not listening: a connect to it is refused."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
+
+
+#: The client's read timeout: the answer to ``/lost`` comes long after it.
+READ_TIMEOUT = httpx.Timeout(30.0, read=0.2)
+LOST = (httpx.ReadTimeout, httpx.RemoteProtocolError)
+
+
+def _write_then_notify(base: str, closed: int, how: str, *, sync: bool) -> Tool[..., Any]:
+    """A write whose answer is lost (``how``), then a notification that cannot connect."""
+    notify = f"http://127.0.0.1:{closed}/notify"
+    if sync:
+
+        @tool
+        def create_and_notify(title: Annotated[str, "The title."]) -> str:
+            """Create an issue, then notify a service (a sync tool, in a worker thread)."""
+            with tdk.http.install(httpx.Client(timeout=READ_TIMEOUT)) as client:
+                with contextlib.suppress(*LOST):  # the answer is lost; the issue may exist
+                    client.post(f"{base}/{how}", json={"title": title})
+                return client.post(notify, json={"title": title}).text
+
+        return create_and_notify
+
+    @tool
+    async def create_and_notify_async(title: Annotated[str, "The title."]) -> str:
+        """Create an issue, then notify a service."""
+        async with tdk.http.install(httpx.AsyncClient(timeout=READ_TIMEOUT)) as client:
+            with contextlib.suppress(*LOST):
+                await client.post(f"{base}/{how}", json={"title": title})
+            return (await client.post(notify, json={"title": title})).text
+
+    return create_and_notify_async
+
+
+def _assert_not_repeated(result: ToolResult, kind: ErrorKind) -> None:
+    """The write was not repeated, and the model is told not to repeat it blindly."""
+    assert result.kind is kind
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "not_idempotent"
+    assert result.attempts == 1
+    assert result.retryable is False
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+@pytest.mark.parametrize("how", ["lost", "reset"], ids=["read-timeout", "connection-reset"])
+def test_a_sent_write_whose_answer_was_lost_is_not_repeated_after_a_refused_connect(
+    how: str, sync: bool, closed_port: int
+) -> None:
+    """A write the server received (its answer timed out, or the connection was reset),
+    then a request that cannot connect: the last error says "not sent", but the write was;
+    the server sees it once."""
+    upstream = Writes()
+    with upstream.serve() as base:
+        act = _write_then_notify(base, closed_port, how, sync=sync)
+        result = _run(ToolRunner(Toolkit("t", [act]), retry=RETRY), act.name, {"title": "a"})
+    assert upstream.writes == 1
+    _assert_not_repeated(result, ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE)
+
+
+def test_a_write_in_flight_beside_a_429_is_not_repeated() -> None:
+    """A write in flight (received, unanswered) while a parallel request of the same
+    attempt is refused with a 429: the refusal alone would be safe to retry, the write is
+    not. The server sees it once."""
+    upstream = Writes()
+    with upstream.serve() as base:
+
+        @tool
+        async def create_while_limited(title: Annotated[str, "The title."]) -> str:
+            """Create an issue while checking a quota."""
+            async with tdk.http.install(httpx.AsyncClient(timeout=30.0)) as client:
+                write = asyncio.create_task(client.post(f"{base}/held", json={"title": title}))
+                try:
+                    return (await client.post(f"{base}/limited")).text
+                finally:
+                    write.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await write
+
+        runner = ToolRunner(Toolkit("t", [create_while_limited]), retry=RETRY)
+        result = _run(runner, "create_while_limited", {"title": "a"})
+    assert upstream.writes == 1
+    _assert_not_repeated(result, ErrorKind.UPSTREAM_RUNTIME_RATE_LIMIT)
+
+
+@pytest.mark.parametrize("target", ["quota", "closed"], ids=["429", "connect-refused"])
+def test_a_refusal_alone_is_still_retried(target: str, closed_port: int) -> None:
+    """The control: a write refused with a 429, or whose connect was refused, before
+    anything else of its attempt was sent, is repeated (the upstream certainly did
+    nothing), and its last failure stays retryable."""
+    upstream = Writes()
+    with upstream.serve() as base:
+        url = f"{base}/quota" if target == "quota" else f"http://127.0.0.1:{closed_port}/"
+
+        @tool
+        async def refused(title: Annotated[str, "The title."]) -> str:
+            """Create an issue where it is refused."""
+            async with tdk.http.install(httpx.AsyncClient(timeout=30.0)) as client:
+                return (await client.post(url, json={"title": title})).text
+
+        result = _run(ToolRunner(Toolkit("t", [refused]), retry=RETRY), "refused", {"title": "a"})
+    assert upstream.writes == 0
+    assert result.attempts == 3
+    assert result.error is not None
+    assert result.error.details["retry_stopped"] == "max_attempts"
+    assert result.retryable is True
+
+
+# --- a write the runner would not repeat is not offered to the model as retryable ----------
+
+STOPPED_WRITES: dict[str, dict[str, Any]] = {
+    "retry-policy": {"retry": RETRY},
+    "no-retry-policy": {},
+    "category-not-retried": {"retry": RetryPolicy(retry_on={"rate_limit"})},
+}
+
+
+@pytest.mark.parametrize("options", STOPPED_WRITES.values(), ids=STOPPED_WRITES.keys())
+@pytest.mark.parametrize(
+    "failure",
+    [FAILURES["server-error-503"][0], FAILURES["timeout"][0], FAILURES["read-error"][0]],
+    ids=["server-error-503", "timeout", "read-error"],
+)
+def test_a_write_that_may_have_happened_is_not_retryable_for_the_model(
+    options: dict[str, Any], failure: Callable[[], BaseException]
+) -> None:
+    """Whatever the retry policy, a failed write that may have taken effect says
+    ``retryable: false`` everywhere the model or a host reads it, and tells the model to
+    check before trying again."""
+    act, calls = _scripted({}, failure)
+    result = _run(ToolRunner(Toolkit("t", [act]), **options), "act", {"n": 1})
+    assert len(calls) == 1
+    error = result.error
+    assert error is not None
+    assert (error.retryable, error.max_retry_attempts) == (False, 0)
+    assert error.details["retry_stopped"] == "not_idempotent"
+    assert error.additional_prompt_content is not None
+    assert "may have taken effect" in error.additional_prompt_content
+    shown = json.loads(result.for_model())
+    assert "check whether it did" in shown["additional_prompt_content"].lower()
+    assert result.to_dict()["error"]["retryable"] is False
+    facts = tdk_mcp.result(result).meta["tdk/error"]  # type: ignore[index]
+    assert facts["retryable"] is False
+    assert facts["additional_prompt_content"] == error.additional_prompt_content
+
+
+def test_the_tools_own_guidance_follows_the_warning() -> None:
+    """Guidance the error already had is kept, after the warning."""
+    act, _ = _scripted(
+        {},
+        lambda: UpstreamServerError("down", status_code=503, additional_prompt_content="Use v2."),
+    )
+    result = _run(ToolRunner(Toolkit("t", [act]), retry=RETRY), "act", {"n": 1})
+    assert result.error is not None
+    guidance = result.error.additional_prompt_content
+    assert guidance is not None
+    assert guidance.startswith("The action may have taken effect")
+    assert guidance.endswith(" Use v2.")
+
+
+@pytest.mark.parametrize(
+    "marks",
+    [
+        pytest.param({"read_only": True}, id="read-only"),
+        pytest.param({"idempotent": True}, id="idempotent"),
+    ],
+)
+def test_a_repeatable_tool_stays_retryable(marks: dict[str, bool]) -> None:
+    """The control: a read-only or idempotent tool's failure keeps its retryability, with no
+    warning (here, under a runner without a retry policy)."""
+    act, _ = _scripted(marks, FAILURES["timeout"][0])
+    result = _run(ToolRunner(Toolkit("t", [act])), "act", {"n": 1})
+    assert result.retryable is True
+    assert result.error is not None
+    assert result.error.additional_prompt_content is None
+    assert "retry_stopped" not in result.error.details

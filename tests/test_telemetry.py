@@ -321,7 +321,7 @@ def test_tool_run_success_is_one_span(otel: Otel, call_id: str | None) -> None:
     [span] = otel.spans()
     assert span.name == "execute_tool add"
     assert span.kind is SpanKind.INTERNAL
-    expected = {**CALL_SPAN_BASE, "gen_ai.tool.name": "add"}
+    expected = {**CALL_SPAN_BASE, "gen_ai.tool.name": "add", "tdk.attempts": 1}
     if call_id is not None:
         expected["gen_ai.tool.call.id"] = call_id
     assert dict(span.attributes or {}) == expected
@@ -346,6 +346,7 @@ def test_tool_run_failure_marks_the_span(
         **CALL_SPAN_BASE,
         "gen_ai.tool.name": fixture.name,
         "gen_ai.tool.call.id": "call-9",
+        "tdk.attempts": result.attempts,
         "error.type": kind.value,
     }
     assert span.status.status_code is StatusCode.ERROR
@@ -406,6 +407,7 @@ def test_toolkit_run_of_a_known_tool_is_the_tool_span(otel: Otel) -> None:
         **CALL_SPAN_BASE,
         "gen_ai.tool.name": "add",
         "gen_ai.tool.call.id": "c-1",
+        "tdk.attempts": 1,
     }
 
 
@@ -421,6 +423,7 @@ def test_toolkit_run_of_an_unknown_tool(otel: Otel) -> None:
         **CALL_SPAN_BASE,
         "gen_ai.tool.name": "addd",
         "gen_ai.tool.call.id": "c-2",
+        "tdk.attempts": 0,
         "error.type": "TOOL_NOT_FOUND",
     }
     assert span.status.status_code is StatusCode.ERROR
@@ -505,12 +508,14 @@ def test_runner_call_retried_once(otel: Otel) -> None:
         **CALL_SPAN_BASE,
         "gen_ai.tool.name": "flaky",
         "gen_ai.tool.call.id": "c-3",
+        "tdk.attempts": 2,
     }
     assert call.status.status_code is StatusCode.UNSET
     assert dict(first.attributes or {}) == {
         "gen_ai.tool.name": "flaky",
         "tdk.attempt": 1,
         "error.type": "UPSTREAM_RUNTIME_SERVER_ERROR",
+        "http.response.status_code": 503,
     }
     assert first.status.status_code is StatusCode.ERROR
     assert first.status.description == "The service is down."
@@ -543,6 +548,65 @@ def test_runner_call_that_never_succeeds(otel: Otel) -> None:
     assert all(each.status.status_code is StatusCode.ERROR for each in attempts)
     assert [name for name, _ in events(call)] == ["tdk.retry", "tdk.retry"]
     assert [attributes["tdk.wait_ms"] for _, attributes in events(call)] == [10, 20]
+
+
+@tool
+async def create_issue(title: Annotated[str, "The title."]) -> str:
+    """Create an issue (a write) on an upstream that is down."""
+    raise UpstreamServerError("The tracker is down.", status_code=503, retry_after_ms=2000)
+
+
+def outage_after(retry_after_ms: int | None = None) -> UpstreamServerError:
+    """An upstream 503, asking for ``retry_after_ms``."""
+    return UpstreamServerError(
+        "The service is down.", status_code=503, retry_after_ms=retry_after_ms
+    )
+
+
+#: case -> (tool, runner options, attempts, why retries stopped).
+STOPS: dict[str, tuple[Callable[[], Tool[..., Any]], dict[str, Any], int, str]] = {
+    "a-write-not-repeated": (lambda: create_issue, {"retry": FAST_RETRY}, 1, "not_idempotent"),
+    "the-deadline": (
+        lambda: Script(outage_after(2000)).tool,
+        {"retry": FAST_RETRY, "deadline": 1.0},
+        1,
+        "deadline",
+    ),
+    "attempts-used-up": (
+        lambda: Script(outage_after(), outage_after(), outage_after()).tool,
+        {"retry": FAST_RETRY},
+        3,
+        "max_attempts",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("make", "options", "attempts", "reason"), STOPS.values(), ids=STOPS.keys()
+)
+def test_the_call_span_says_how_retries_ended(
+    otel: Otel,
+    make: Callable[[], Tool[..., Any]],
+    options: dict[str, Any],
+    attempts: int,
+    reason: str,
+) -> None:
+    """A runner's failed call span carries the HTTP status (semantic conventions), the
+    attempts made and why no retry followed; each attempt span its own status."""
+    made = make()
+    runner = runner_for([made], FakeTime(), **options)
+
+    result = run(runner.run(made.name, {"title": "t"} if made is create_issue else {}))
+
+    assert result.attempts == attempts
+    call = otel.span(f"execute_tool {made.name}")
+    assert call.attributes is not None
+    assert call.attributes["http.response.status_code"] == 503
+    assert call.attributes["tdk.attempts"] == attempts
+    assert call.attributes["tdk.retry.stopped"] == reason
+    tried = [each for each in otel.spans() if each.name.startswith("attempt ")]
+    assert len(tried) == attempts
+    assert all((each.attributes or {})["http.response.status_code"] == 503 for each in tried)
 
 
 def test_runner_without_policies_is_a_call_and_one_attempt(otel: Otel) -> None:
@@ -632,6 +696,7 @@ def test_refused_call_has_a_refusal_event(otel: Otel) -> None:
         **CALL_SPAN_BASE,
         "gen_ai.tool.name": "add",
         "gen_ai.tool.call.id": "c-4",
+        "tdk.attempts": 0,
         "error.type": "TOOL_RUNTIME_RATE_LIMITED",
     }
     assert second.status.status_code is StatusCode.ERROR

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from tdk._exchanges import never_sent
 from tdk._mapping import Build, Mapped, describe, request_details
 from tdk.errors import (
     MAX_SAFE_INT,
@@ -23,14 +24,15 @@ from tdk.http._hooks import classify
 _K = ErrorKind
 
 
-def _network(kind: ErrorKind, message: str, *, before_sending: bool = False) -> Build:
-    """A row for a transport error; ``before_sending``: one raised before the request left
-    (connecting, resolving the name, an unsupported scheme), whose ``details`` then say
-    ``request_sent: False``, so that a write may be retried after it."""
+def _network(kind: ErrorKind, message: str) -> Build:
+    """A row for a transport error. One raised before the request left (connecting,
+    resolving the name, waiting for a connection of the pool, an unsupported scheme: see
+    :data:`tdk._exchanges.NOT_SENT`) says ``request_sent: False`` in its ``details``, so
+    that a write may be retried after it."""
 
     def build(exc: BaseException, secrets: Iterable[str]) -> Mapped:
         details = request_details(exc, secrets)
-        if before_sending:
+        if never_sent(exc):
             details["request_sent"] = False
         return Mapped(
             NetworkTransportError,
@@ -77,7 +79,10 @@ HTTPX_TABLE: Final[Mapping[str, Build]] = {
     "ConnectTimeout": _network(
         _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT,
         "The upstream service could not be reached in time.",
-        before_sending=True,
+    ),
+    "PoolTimeout": _network(
+        _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT,
+        "The upstream service could not be reached in time.",
     ),
     "TimeoutException": _network(
         _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT, "The upstream service did not answer in time."
@@ -85,12 +90,10 @@ HTTPX_TABLE: Final[Mapping[str, Build]] = {
     "ConnectError": _network(
         _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE,
         "The upstream service could not be reached.",
-        before_sending=True,
     ),
     "UnsupportedProtocol": _network(
         _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED,
         "The request to the upstream service failed.",
-        before_sending=True,
     ),
     "ProxyError": _network(
         _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE, "The upstream service could not be reached."

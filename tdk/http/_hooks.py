@@ -29,9 +29,9 @@ from typing import Any, Final, Protocol, TypeVar
 import httpx
 from httpx._auth import FunctionAuth
 
-from tdk._exchanges import note_answer
+from tdk._exchanges import note_failure, note_refusal, note_response, note_sending
 from tdk._redact import call_secrets, end_call_secrets
-from tdk.errors import UpstreamError
+from tdk.errors import ErrorCategory, UpstreamError
 from tdk.http._body import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_BODY_SECONDS,
@@ -119,7 +119,7 @@ class UpstreamHook:
     def raise_for_upstream(self, response: httpx.Response) -> None:
         """Sync response hook: raise the classified error for a status >= 400 (or outside
         100-599); let every other response pass untouched."""
-        note_answer()
+        note_response(response)
         status = response.status_code
         if 100 <= status < 400:
             if (
@@ -144,12 +144,12 @@ class UpstreamHook:
         """Read what the bounds allow of an error body, close the response and raise."""
         body = read_bounded(response, self.max_body_bytes, self.max_body_seconds)
         response.close()
-        raise self._error(response, body, None, ())
+        raise _noted(self._error(response, body, None, ()), response)
 
     async def araise_for_upstream(self, response: httpx.Response) -> None:
         """Async response hook for ``httpx.AsyncClient``; same behaviour as
         :meth:`raise_for_upstream`."""
-        note_answer()
+        note_response(response)
         status = response.status_code
         if 100 <= status < 400:
             if (
@@ -172,7 +172,7 @@ class UpstreamHook:
         """The async twin of :meth:`_raise_final`."""
         body = await aread_bounded(response, self.max_body_bytes, self.max_body_seconds)
         await response.aclose()
-        raise self._error(response, body, None, ())
+        raise _noted(self._error(response, body, None, ()), response)
 
     def classify(
         self, response: httpx.Response, *, now: datetime | None = None, secrets: Iterable[str] = ()
@@ -191,14 +191,20 @@ class UpstreamHook:
 
         A tdk hook already installed is replaced, so installing twice leaves one hook. The
         client's ``send`` is wrapped so that auth flows work and streamed bodies stay unread
-        (see the module docstring). The ``httpx`` logger gets a :class:`RedactingLogFilter`
-        (see :func:`redact_httpx_logs`): its INFO line carries every request's whole URL.
+        (see the module docstring). A ``request`` hook and the wrapped ``send`` note each
+        request that may have reached the upstream, for a runner deciding whether a write may
+        be repeated (see :mod:`tdk._exchanges`). The ``httpx`` logger gets a
+        :class:`RedactingLogFilter` (see :func:`redact_httpx_logs`): its INFO line carries
+        every request's whole URL.
         """
         redact_httpx_logs()
         is_async = _is_async(client)
         hook = _hook_for(self, is_async)
         hooks = client.event_hooks
         hooks["response"] = [h for h in hooks.get("response", []) if not _is_ours(h)] + [hook]
+        # Last of the request hooks: the one nearest to the request leaving.
+        sending = _anote_sending if is_async else note_sending
+        hooks["request"] = [h for h in hooks.get("request", []) if not _is_ours(h)] + [sending]
         client.event_hooks = hooks
         send = getattr(client, "send", None)
         if isinstance(send, _InstalledSend):
@@ -243,7 +249,15 @@ class UpstreamHook:
     def _check_success(self, response: httpx.Response) -> None:
         error = self._body_error(response, response.content)
         if error is not None:
-            raise error
+            raise _noted(error, response)
+
+
+def _noted(error: UpstreamError, response: httpx.Response) -> UpstreamError:
+    """``error``, the classification of ``response``; a rate limit is noted as a request
+    the upstream refused (it did nothing: see :mod:`tdk._exchanges`)."""
+    if error.category is ErrorCategory.RATE_LIMIT:
+        note_refusal(response)
+    return error
 
 
 class _InstalledSend:
@@ -263,6 +277,9 @@ class _InstalledSend:
         secrets = _logged_secrets(request)
         try:
             response: httpx.Response = self.send(request, stream=stream or not plain, **options)
+        except BaseException as failed:
+            note_failure(request, failed)
+            raise
         finally:
             if not plain:
                 _unmark(request)
@@ -305,6 +322,9 @@ class _AsyncInstalledSend(_InstalledSend):
             response: httpx.Response = await self.send(
                 request, stream=stream or not plain, **options
             )
+        except BaseException as failed:
+            note_failure(request, failed)
+            raise
         finally:
             if not plain:
                 _unmark(request)
@@ -500,7 +520,7 @@ def raise_for_upstream(response: httpx.Response) -> None:
         client = httpx.Client(event_hooks={"response": [tdk.http.raise_for_upstream]})
     """
     if 100 <= response.status_code < 400:
-        note_answer()
+        note_response(response)
         return
     _DEFAULT.raise_for_upstream(response)
 
@@ -508,7 +528,7 @@ def raise_for_upstream(response: httpx.Response) -> None:
 async def araise_for_upstream(response: httpx.Response) -> None:
     """Async httpx response hook with the default options (for ``httpx.AsyncClient``)."""
     if 100 <= response.status_code < 400:
-        note_answer()
+        note_response(response)
         return
     await _DEFAULT.araise_for_upstream(response)
 
@@ -555,10 +575,18 @@ def _hook_for(hook: UpstreamHook, is_async: bool) -> EventHook:
     return hook.araise_for_upstream if is_async else hook.raise_for_upstream
 
 
+async def _anote_sending(request: httpx.Request) -> None:
+    """The async ``request`` hook of an installed client: see :func:`note_sending`."""
+    note_sending(request)
+
+
 def _is_ours(hook: object) -> bool:
-    return hook in (raise_for_upstream, araise_for_upstream) or isinstance(
-        getattr(hook, "__self__", None), UpstreamHook
-    )
+    return hook in (
+        raise_for_upstream,
+        araise_for_upstream,
+        note_sending,
+        _anote_sending,
+    ) or isinstance(getattr(hook, "__self__", None), UpstreamHook)
 
 
 def _is_async(client: object) -> bool:

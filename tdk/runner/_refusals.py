@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from tdk._context import ToolContext, secrets_of
+from tdk._execute import logged_call_id
 from tdk._telemetry import circuit_changed
 from tdk.errors import (
     ErrorInfo,
@@ -106,24 +108,38 @@ def deadline_passed(name: str, deadline: float) -> ToolTimeoutError:
 
 
 def log_decision(
-    name: str, attempt: int, error: ErrorInfo, reason: str, wait: float | None
+    name: str,
+    attempt: tuple[int, int],
+    error: ErrorInfo,
+    reason: str,
+    wait: float | None,
+    *,
+    call_id: str | None,
+    context: ToolContext | None,
 ) -> None:
-    """One INFO record for a retry decision after attempt number ``attempt`` failed: a retry
-    after ``wait`` seconds (``reason`` is ``backoff`` or ``retry_after``, whichever was
-    longer), or none (``reason`` says why: ``max_attempts``, ``deadline``, ``circuit_open``,
-    ``rate_limited``). The record's ``tdk_retry`` attribute holds the same as a dict."""
+    """One INFO record for a retry decision after attempt ``attempt = (n, of)`` of a call of
+    tool ``name`` (``call_id``, redacted with ``context``'s secrets) failed: a retry after
+    ``wait`` seconds (``reason`` is ``backoff`` or ``retry_after``, whichever was longer), or
+    none (``reason`` says why: ``not_idempotent``, ``max_attempts``, ``deadline``,
+    ``circuit_open``, ``rate_limited``, ``still_running``). The record's ``tdk_retry``
+    attribute holds the same as a dict."""
     if not logger.isEnabledFor(logging.INFO):
         return
+    shown = logged_call_id(call_id, secrets_of(context))
+    number, of = attempt
+    who = name if shown is None else f"{name} (call {shown})"
     retrying = reason in RETRYING
     if retrying:
-        text = "tool %s: attempt %d failed with %s; retrying in %.3f s (%s)"
-        args: tuple[object, ...] = (name, attempt, error.kind.value, wait, reason)
+        text = "tool %s: attempt %d of %d failed with %s; retrying in %.3f s (%s)"
+        args: tuple[object, ...] = (who, number, of, error.kind.value, wait, reason)
     else:
-        text = "tool %s: attempt %d failed with %s; not retrying (%s)"
-        args = (name, attempt, error.kind.value, reason)
+        text = "tool %s: attempt %d of %d failed with %s; not retrying (%s)"
+        args = (who, number, of, error.kind.value, reason)
     facts = {
         "tool": name,
-        "attempt": attempt,
+        "call_id": shown,
+        "attempt": number,
+        "max_attempts": of,
         "kind": error.kind.value,
         "retrying": retrying,
         "wait": wait,

@@ -28,7 +28,7 @@ from tdk._call import ToolCall
 from tdk._context import ToolContext, context_of_call
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
-from tdk._exchanges import ANSWERED, pass_answers_on
+from tdk._exchanges import Exchanges
 from tdk._execute import check_call_id, execute, failure_result, shown_name
 from tdk._result import ToolResult
 from tdk._telemetry import active, counted, event, traced_attempt
@@ -36,7 +36,6 @@ from tdk._threads import Job
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
 from tdk.errors import (
-    ErrorCategory,
     ErrorInfo,
     ErrorKind,
     ToolError,
@@ -56,6 +55,7 @@ from tdk.runner._breaker import (
 )
 from tdk.runner._bulkhead import Compartment, take_slots
 from tdk.runner._config import Layers, Policies, check_policies
+from tdk.runner._deadline import Deadline
 from tdk.runner._limiter import admit, wait_ms
 from tdk.runner._policies import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy
 from tdk.runner._refusals import (
@@ -70,6 +70,7 @@ from tdk.runner._refusals import (
 from tdk.runner._scopes import context_values, scope_fields, scope_key
 from tdk.runner._stats import REFUSAL_KINDS, Counters, RunnerStats
 from tdk.runner._store import CALL_DEADLINE, CallDeadline, InMemoryStore, StateStore
+from tdk.runner._writes import not_repeated, upstream_did_not_act, watched
 
 __all__ = ["ToolCall", "ToolRunner"]
 
@@ -84,12 +85,13 @@ _NEVER_REPEATED: Final = frozenset(
     }
 )
 
-_RATE_LIMIT: Final = ErrorCategory.RATE_LIMIT
 _OPEN: Final = CircuitState.OPEN
 _CLOSED: Final = CircuitState.CLOSED
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[object]]
+#: A call as its refusals and log lines need it: its context, its id, its start.
+_Caller = tuple[ToolContext | None, str | None, float]
 
 
 @dataclass(slots=True)
@@ -111,6 +113,9 @@ class _Plan:
     repeatable: bool
     """Whether the tool is read-only or idempotent: any retryable failure may be retried.
     Otherwise only failures where the upstream certainly did not act are."""
+    attempts_allowed: int
+    """Attempts a call may make at most (its retry policy's ``max_attempts``; 1 without),
+    as log lines count them: "attempt 2 of 3"."""
     keyed: bool
     """Whether the tool reads its context: each call then gets its idempotency key here,
     the same for all its attempts."""
@@ -131,8 +136,9 @@ class _Plan:
     by_context: bool = False
     """Whether any scope names context fields (``scoped_by`` is not empty)."""
     watched: bool = False
-    """Whether the answers of upstreams during a call are noted: for a tool that may write,
-    when a retry policy may repeat it."""
+    """Whether the requests each attempt sends are noted (see :mod:`tdk._exchanges`): for a
+    tool that may write, whose failures are retried, or marked not to retry, by what its
+    requests may have done."""
 
 
 def _changes_the_circuit(plan: _Plan, ticket: int, done: ToolResult | None) -> bool:
@@ -316,10 +322,10 @@ class ToolRunner:
         ``run_many()`` cancels every call still running and returns once all have stopped.
         """
         batch = [_unpack(call) for call in calls]
-        if context is None or context.idempotency_key is None:
+        key = None if context is None else context._given()
+        if context is None or key is None:
             contexts = [context] * len(batch)
         else:  # a key of its own for each call
-            key = context.idempotency_key
             contexts = [context._with_key(f"{key}:{n}") for n in range(len(batch))]
         async with asyncio.TaskGroup() as group:
             tasks = [
@@ -376,18 +382,19 @@ class ToolRunner:
         if plan.keyed:  # one idempotency key for every attempt of this call
             context = context_of_call(context)
         policies = plan.policies
-        deadline_at = None if policies.deadline is None else self._clock() + policies.deadline
-        if deadline_at is None or self._local is not None:
+        # (on the monotonic clock, whatever clock the policies' state reads: see _deadline)
+        deadline = None if policies.deadline is None else Deadline(policies.deadline)
+        if deadline is None or self._local is not None:
             return await self._run_planned(
-                plan, arguments, context, call_id, started=started, deadline_at=deadline_at
+                plan, arguments, context, call_id, started, deadline=deadline
             )
         # A shared store waits for its server within the deadline (see CallDeadline), which
         # it reads on the loop's clock.
-        left = deadline_at - self._clock()
+        left = deadline.remaining()
         bound = CALL_DEADLINE.set(CallDeadline(asyncio.get_running_loop().time() + left, left))
         try:
             return await self._run_planned(
-                plan, arguments, context, call_id, started=started, deadline_at=deadline_at
+                plan, arguments, context, call_id, started, deadline=deadline
             )
         finally:
             CALL_DEADLINE.reset(bound)
@@ -398,9 +405,9 @@ class ToolRunner:
         arguments: Arguments,
         context: ToolContext | None,
         call_id: str | None,
-        *,
         started: float,
-        deadline_at: float | None,
+        *,
+        deadline: Deadline | None,
     ) -> ToolResult:
         """:meth:`run` once the call's plan and deadline are known."""
         policies = plan.policies
@@ -426,14 +433,12 @@ class ToolRunner:
                 compartment.leave()
             waited = True
         if waited:
-            refusal = await self._queue(plan, deadline_at, ticket)
+            refusal = await self._queue(plan, deadline, ticket)
             if refusal is not None:
                 return _refused(plan.name, refusal, context, call_id, started)
         # The attempts. Sync bodies still running in their threads after their attempt ended
         # (past its time limit) keep the call's slots until they end.
         lingering: list[Job] | None = [] if plan.threaded else None
-        # A tool that may write: note whether an upstream answered it (see _exchanges).
-        noted = ANSWERED.set([0]) if plan.watched else None
         try:
             return await self._attempts(
                 plan,
@@ -441,16 +446,12 @@ class ToolRunner:
                 context,
                 call_id,
                 started,
-                deadline_at=deadline_at,
+                deadline=deadline,
                 ticket=ticket,
                 waited=waited,
                 lingering=lingering,
             )
         finally:
-            if noted is not None:
-                answers = ANSWERED.get()
-                ANSWERED.reset(noted)
-                pass_answers_on(answers)
             _give_slots_back(lingering, compartment, everyone)
 
     def _plan_of_call(
@@ -504,7 +505,7 @@ class ToolRunner:
         call_id: str | None,
         started: float,
         *,
-        deadline_at: float | None,
+        deadline: Deadline | None,
         ticket: int | None,
         waited: bool,
         lingering: list[Job] | None,
@@ -512,15 +513,15 @@ class ToolRunner:
         """The retry loop: admit an attempt (``ticket``: the circuit's, for the first), run it
         (traced), tell the circuit; after a failure, decide, prepare the retry; a result."""
         limiter = plan.policies.rate_limit
-        caller = (context, call_id, started)  # (for a refusal)
+        caller = (context, call_id, started)  # (for a refusal, and log lines)
         tries = attempts = 0
         last: ToolResult | None = None
         while True:
             result: ToolResult | None = None
             try:
                 limit = plan.attempt_timeout
-                if deadline_at is not None:
-                    cut = self._within_deadline(plan, deadline_at)
+                if deadline is not None:
+                    cut = self._within_deadline(plan, deadline)
                     if cut is None:
                         return self._turned_away(plan, last, attempts, caller, "deadline")
                     limit = cut
@@ -533,25 +534,19 @@ class ToolRunner:
                     )
                     if wait:  # waited for within max_wait, or refused
                         admitted = await self._limited(
-                            plan, wait, deadline_at, last, attempts, caller=caller
+                            plan, wait, deadline, last, attempts, caller=caller
                         )
                         if isinstance(admitted, ToolResult):
                             return admitted
-                        limit, waited = admitted if deadline_at is not None else limit, True
+                        limit, waited = admitted if deadline is not None else limit, True
                 tries += 1
                 self._counters.retries += last is not None
-                attempt = execute(
-                    plan.tool.fn,
-                    plan.tool.spec,
-                    plan.name,
-                    arguments,
-                    context=context,
-                    call_id=call_id,
-                    timeout=limit,
-                    include_stacktrace=self.toolkit.include_stacktrace,
-                    lingering=lingering,
+                running = self._start(
+                    plan, arguments, caller, tries, limit=limit, lingering=lingering
                 )
-                result = await traced_attempt(attempt, plan.name, tries)
+                # What this attempt's requests may do upstream, for a tool that may write.
+                exchanges = Exchanges() if plan.watched else None
+                result = await (running if exchanges is None else watched(running, exchanges))
             finally:  # the circuit's ticket, used or handed back
                 opened = False
                 if ticket is not None:
@@ -566,26 +561,56 @@ class ToolRunner:
                 return result.model_copy(
                     update={"attempts": attempts, "duration_ms": _ms_since(started)}
                 )
-            decision = self._decide(plan, result.error, tries, deadline_at, opened)
+            decision = self._decide(
+                plan, result.error, tries, deadline, opened, exchanges=exchanges, caller=caller
+            )
             if not isinstance(decision, float):
                 return _retries_stopped(result, attempts, started, **decision)
             last, waited = result, True
             prepared = await self._prepare_retry(
-                plan, last, attempts, started, wait=decision, lingering=lingering
+                plan, last, attempts, caller, wait=decision, lingering=lingering, deadline=deadline
             )
             if isinstance(prepared, ToolResult):
                 return prepared
             ticket = prepared
+
+    def _start(
+        self,
+        plan: _Plan,
+        arguments: Arguments,
+        caller: _Caller,
+        tries: int,
+        *,
+        limit: float | Default | None,
+        lingering: list[Job] | None,
+    ) -> Coroutine[Any, Any, ToolResult]:
+        """Attempt number ``tries`` of the call ``caller``, with the time limit ``limit``,
+        traced (not started: the coroutine to await)."""
+        context, call_id, _ = caller
+        attempt = execute(
+            plan.tool.fn,
+            plan.tool.spec,
+            plan.name,
+            arguments,
+            context=context,
+            call_id=call_id,
+            timeout=limit,
+            include_stacktrace=self.toolkit.include_stacktrace,
+            lingering=lingering,
+            attempt=(tries, plan.attempts_allowed),
+        )
+        return traced_attempt(attempt, plan.name, tries)
 
     async def _prepare_retry(
         self,
         plan: _Plan,
         last: ToolResult,
         attempts: int,
-        started: float,
+        caller: _Caller,
         *,
         wait: float,
         lingering: list[Job] | None,
+        deadline: Deadline | None,
     ) -> int | ToolResult | None:
         """Wait ``wait`` seconds before a retry, then for the bodies of earlier attempts
         still running (a retry never overlaps them), then ask the circuit: its ticket for the
@@ -593,12 +618,11 @@ class ToolRunner:
         kind = last.error.kind.value if last.error is not None else ""
         event("tdk.retry", {"tdk.wait_ms": wait_ms(wait), "error.type": kind})
         counted("retries", plan.name)
+        if deadline is not None:
+            deadline.waited(wait)
         await self._sleep(wait)
         if lingering and not await _bodies_ended(lingering, plan.own_timeout):
-            return self._gave_up(plan, last, attempts, started, reason="still_running")
-        answers = ANSWERED.get() if plan.watched else None
-        if answers is not None:  # counted per attempt: this call's own cell, never its caller's
-            answers[0] = 0
+            return self._gave_up(plan, last, attempts, caller, reason="still_running")
         breaker = plan.policies.circuit_breaker
         if breaker is None:
             return None
@@ -608,7 +632,7 @@ class ToolRunner:
         ticket = self._saw_verdict(plan, verdict)
         if ticket is None:
             return self._gave_up(
-                plan, last, attempts, started, reason="circuit_open", wait=verdict[4]
+                plan, last, attempts, caller, reason="circuit_open", wait=verdict[4]
             )
         return ticket
 
@@ -617,7 +641,7 @@ class ToolRunner:
         plan: _Plan,
         last: ToolResult | None,
         attempts: int,
-        caller: tuple[ToolContext | None, str | None, float],
+        caller: _Caller,
         reason: str,
         *,
         wait: float | None = None,
@@ -627,7 +651,7 @@ class ToolRunner:
         call's refusal (``caller``: the call's context, id and start)."""
         context, call_id, started = caller
         if last is not None:
-            return self._gave_up(plan, last, attempts, started, reason=reason, wait=wait)
+            return self._gave_up(plan, last, attempts, caller, reason=reason, wait=wait)
         policies = plan.policies
         refusal: ToolError
         if reason == "deadline":
@@ -648,11 +672,11 @@ class ToolRunner:
         self,
         plan: _Plan,
         wait: float,
-        deadline_at: float | None,
+        deadline: Deadline | None,
         last: ToolResult | None,
         attempts: int,
         *,
-        caller: tuple[ToolContext | None, str | None, float],
+        caller: _Caller,
     ) -> float | ToolResult:
         """An attempt the rate limiter would admit in ``wait`` seconds: waited for while the
         limiter would admit it within its ``max_wait`` (all waits added up) and before the
@@ -663,20 +687,20 @@ class ToolRunner:
         circuit = plan.circuit
         # (A probe never waits: its lifetime runs while it does, and others would be let in.)
         if limiter.max_wait and (circuit is None or circuit.state is _CLOSED):
-            wait = await self._wait_for_admission(plan, limiter, wait, deadline_at)
+            wait = await self._wait_for_admission(plan, limiter, wait, deadline)
         if wait < 0:  # the circuit opened while the call waited
             self._counters.rejections[ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN] += 1
             return self._turned_away(plan, last, attempts, caller, "circuit_open")
         if wait:
             self._counters.rejections[ErrorKind.TOOL_RUNTIME_RATE_LIMITED] += 1
             return self._turned_away(plan, last, attempts, caller, "rate_limited", wait=wait)
-        cut = None if deadline_at is None else self._within_deadline(plan, deadline_at)
-        if cut is None and deadline_at is not None:
+        cut = None if deadline is None else self._within_deadline(plan, deadline)
+        if cut is None and deadline is not None:
             return self._turned_away(plan, last, attempts, caller, "deadline")
         return cut if cut is not None else 0.0
 
     async def _wait_for_admission(
-        self, plan: _Plan, limiter: RateLimit, wait: float, deadline_at: float | None
+        self, plan: _Plan, limiter: RateLimit, wait: float, deadline: Deadline | None
     ) -> float:
         """Wait while the limiter would admit the call within its ``max_wait`` (waits added
         up) and before the deadline, asking it again after each wait: 0.0 once admitted, else
@@ -687,10 +711,12 @@ class ToolRunner:
         generation = None if circuit is None else circuit.generation
         while wait:
             if waited + wait > limiter.max_wait or (
-                deadline_at is not None and self._clock() + wait >= deadline_at
+                deadline is not None and not deadline.leaves(wait)
             ):
                 return wait
             event("tdk.rate_limit.wait", {"tdk.wait_ms": wait_ms(wait)})
+            if deadline is not None:
+                deadline.waited(wait)
             await self._sleep(wait)
             waited += wait
             changed = (
@@ -718,10 +744,10 @@ class ToolRunner:
         answer: bool = await self._store.update(plan.breaker_key, peek, breaker, self._clock)
         return answer
 
-    def _within_deadline(self, plan: _Plan, deadline_at: float) -> float | None:
+    def _within_deadline(self, plan: _Plan, deadline: Deadline) -> float | None:
         """The time limit of an attempt starting now: its own, cut to what the deadline
         leaves; None if the deadline has passed."""
-        remaining = deadline_at - self._clock()
+        remaining = deadline.remaining()
         if remaining <= 0:
             return None
         own = plan.own_timeout
@@ -732,27 +758,28 @@ class ToolRunner:
         plan: _Plan,
         error: ErrorInfo,
         tries: int,
-        deadline_at: float | None,
+        deadline: Deadline | None,
         opened: bool,
+        *,
+        exchanges: Exchanges | None,
+        caller: _Caller,
     ) -> float | dict[str, object]:
-        """After attempt number ``tries`` failed with ``error`` (and ``opened`` the circuit):
-        the wait before the next one, or the details saying why there is none (nothing, for
-        an error not to retry)."""
-        retry = plan.policies.retry
-        if (
-            retry is None
-            or not error.retryable
-            or error.category not in retry.retry_on
-            or error.kind in _NEVER_REPEATED
-        ):
+        """After attempt number ``tries`` failed with ``error`` (and ``opened`` the circuit;
+        ``exchanges``: what its requests may have done): the wait before the next one, or the
+        details saying why there is none (nothing, for an error not to retry)."""
+        if not error.retryable or error.kind in _NEVER_REPEATED:
             return {}
-        if not plan.repeatable and not _upstream_did_not_act(error):
-            # A write may have happened: repeating it is the caller's decision, not ours.
-            log_decision(plan.name, tries, error, "not_idempotent", None)
+        if not plan.repeatable and not upstream_did_not_act(error, exchanges):
+            # A write may have happened: repeating it is the caller's decision, not ours (nor
+            # the model's, unaware: see _retries_stopped). Whatever the retry policy says.
+            self._log(plan, caller, tries, error, reason="not_idempotent", wait=None)
             return {"retry_stopped": "not_idempotent"}
+        retry = plan.policies.retry
+        if retry is None or error.category not in retry.retry_on:
+            return {}
         allowed = min(retry.max_attempts, 1 + error.max_retry_attempts)
         if tries >= allowed:
-            log_decision(plan.name, tries, error, "max_attempts", None)
+            self._log(plan, caller, tries, error, reason="max_attempts", wait=None)
             return {"retry_stopped": "max_attempts", "max_attempts": allowed}
         backoff = retry.backoff(tries)
         hint = error.retry_after_ms / 1000 if error.retry_after_ms else 0.0
@@ -760,27 +787,56 @@ class ToolRunner:
         breaker = plan.policies.circuit_breaker
         if opened and breaker is not None and wait < breaker.reset_timeout:
             # The circuit this attempt opened would refuse the retry: do not wait for it.
-            log_decision(plan.name, tries, error, "circuit_open", None)
+            self._log(plan, caller, tries, error, reason="circuit_open", wait=None)
             return {
                 "retry_stopped": "circuit_open",
                 "retry_wait_ms": wait_ms(breaker.reset_timeout),
             }
-        if deadline_at is not None and self._clock() + wait >= deadline_at:
-            log_decision(plan.name, tries, error, "deadline", wait)
+        if deadline is not None and not deadline.leaves(wait):
+            self._log(plan, caller, tries, error, reason="deadline", wait=wait)
             return {
                 "retry_stopped": "deadline",
                 "retry_wait_ms": wait_ms(wait),
                 "deadline": plan.policies.deadline,
             }
-        log_decision(plan.name, tries, error, "retry_after" if hint > backoff else "backoff", wait)
+        self._log(
+            plan,
+            caller,
+            tries,
+            error,
+            reason="retry_after" if hint > backoff else "backoff",
+            wait=wait,
+        )
         return wait
+
+    @staticmethod
+    def _log(
+        plan: _Plan,
+        caller: _Caller,
+        attempt: int,
+        error: ErrorInfo,
+        *,
+        reason: str,
+        wait: float | None,
+    ) -> None:
+        """Log the decision after attempt number ``attempt`` of the call ``caller``."""
+        context, call_id, _ = caller
+        log_decision(
+            plan.name,
+            (attempt, plan.attempts_allowed),
+            error,
+            reason,
+            wait,
+            call_id=call_id,
+            context=context,
+        )
 
     def _gave_up(
         self,
         plan: _Plan,
         last: ToolResult,
         attempts: int,
-        started: float,
+        caller: _Caller,
         *,
         reason: str,
         wait: float | None = None,
@@ -788,7 +844,8 @@ class ToolRunner:
         """The last failure, returned because its retry could not run (``reason``; ``wait``:
         the refusing policy's ``retry_after``, in seconds)."""
         assert last.error is not None
-        log_decision(plan.name, attempts, last.error, reason, wait)
+        started = caller[2]
+        self._log(plan, caller, attempts, last.error, reason=reason, wait=wait)
         if wait is None:
             return _retries_stopped(last, attempts, started, retry_stopped=reason)
         return _retries_stopped(
@@ -828,6 +885,7 @@ class ToolRunner:
             breaker_key=_state_key("circuit", key, breaker_scope),
             threaded=not (tool.spec.is_async or tool.spec.inline),
             repeatable=tool.definition.annotations.repeatable,
+            attempts_allowed=1 if policies.retry is None else policies.retry.max_attempts,
             keyed=tool.spec.context_parameter is not None,
             probe_lifetime=tool.spec.timeout if timeout is None else timeout,
             circuit=None,
@@ -836,7 +894,7 @@ class ToolRunner:
         )
         plan.by_context = plan.scoped_by != ((), ())
         plan.context_fields = tuple(dict.fromkeys((*plan.scoped_by[0], *plan.scoped_by[1])))
-        plan.watched = not plan.repeatable and policies.retry is not None
+        plan.watched = not plan.repeatable
         if plan.scoped_by == ((), ()):
             self._bind_state(plan)
         self._plans[key] = self._plans[tool.name] = plan
@@ -935,13 +993,13 @@ class ToolRunner:
         self._counters.circuits[plan.name] = after
 
     async def _queue(
-        self, plan: _Plan, deadline_at: float | None, ticket: int | None
+        self, plan: _Plan, deadline: Deadline | None, ticket: int | None
     ) -> ToolError | None:
         """Queue for the call's slots as long as its bulkhead allows (one budget for both
         compartments) and its deadline leaves; the refusal if none came. A refused or
         cancelled call hands its circuit ticket back."""
         try:
-            refusal = await self._wait_for_slots(plan, deadline_at)
+            refusal = await self._wait_for_slots(plan, deadline)
         except BaseException:
             if ticket is not None:
                 await self._release(plan, ticket)
@@ -952,11 +1010,11 @@ class ToolRunner:
                 await self._release(plan, ticket)
         return refusal
 
-    async def _wait_for_slots(self, plan: _Plan, deadline_at: float | None) -> ToolError | None:
+    async def _wait_for_slots(self, plan: _Plan, deadline: Deadline | None) -> ToolError | None:
         bulkhead = plan.policies.bulkhead
         budget = bulkhead.max_wait if bulkhead is not None else 0.0
-        if deadline_at is not None:
-            budget = min(budget, deadline_at - self._clock())
+        if deadline is not None:
+            budget = min(budget, deadline.remaining())
         refused = await take_slots(plan.compartment, self._all, budget)
         if refused is None:
             return None
@@ -996,9 +1054,12 @@ def _retries_stopped(
     error = result.error
     assert error is not None
     details = {**error.details, "attempts": attempts, **reason}
+    changes: dict[str, object] = {"details": details}
+    if reason.get("retry_stopped") == "not_idempotent":
+        changes.update(not_repeated(error))
     return result.model_copy(
         update={
-            "error": error.model_copy(update={"details": details}),
+            "error": error.model_copy(update=changes),
             "attempts": attempts,
             "duration_ms": _ms_since(started),
         }
@@ -1019,17 +1080,6 @@ def _state_key(policy: str, tool_key: str, scope: str | None) -> str:
     ``:``, so the two never meet. (A limiter's key also carries its limits: tools sharing a
     scope share one quota when their limits are equal, and only then.)"""
     return f"tdk:{policy}:{tool_key}" if scope is None else f"tdk:{policy}:scope:{scope}"
-
-
-def _upstream_did_not_act(error: ErrorInfo) -> bool:
-    """Whether ``error`` says for certain that the upstream did nothing: a rate limit (the
-    call was refused), or a connection that failed before the request was sent, while no
-    upstream had answered the call before (a redirect followed, an earlier request)."""
-    cell = ANSWERED.get()
-    answers = 0 if cell is None else cell[0]
-    if error.category is _RATE_LIMIT:
-        return answers <= 1  # (the refusal itself is an answer the hook saw)
-    return error.details.get("request_sent") is False and answers == 0
 
 
 def _check_call(name: object, call_id: object) -> None:

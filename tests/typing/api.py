@@ -87,3 +87,11 @@ async def not_given_is_one_value() -> None:
     runner.configure("add", retry="never")  # type: ignore[arg-type]
     kind: ProblemKind = ProblemKind.MISSING_DESCRIPTION
     del result, kind
+
+
+def contexts_carry_a_key(maybe: str | None) -> None:
+    """A tool reads its idempotency key as a ``str``; a caller may still pass None."""
+    context = ToolContext(idempotency_key=maybe)
+    key: str = context.idempotency_key
+    headers: dict[str, str] = {"Idempotency-Key": context.idempotency_key}
+    del key, headers
