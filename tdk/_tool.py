@@ -7,7 +7,6 @@ and raises one :class:`~tdk.errors.ToolDefinitionError` listing every problem it
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import sys
@@ -22,7 +21,7 @@ from tdk._default import DEFAULT, Default
 from tdk._define import ToolOptions, define_tool
 from tdk._definition import ToolDefinition, ToolSpec
 from tdk._execute import execute, map_direct_call_error
-from tdk._loop import run_in_new_loop
+from tdk._loop import refuse_running_loop, run_blocking
 from tdk._result import ToolResult
 from tdk._telemetry import active
 from tdk.errors import ToolDefinitionError
@@ -135,15 +134,18 @@ class Tool(Generic[_P, _R]):
         timeout: float | Default | None = DEFAULT,
         include_stacktrace: bool = False,
     ) -> ToolResult:
-        """:meth:`run` for scripts and tests: runs the call in a new event loop.
+        """:meth:`run` for synchronous code (scripts, tests, a Flask view): runs the call on
+        tdk's own event loop and waits for its result.
 
-        Like ``asyncio.run()``, but it returns at the call's time limit even when the body
-        left something behind that never ends (a task ignoring its cancellation, a thread
-        of ``asyncio.to_thread`` blocked for good): leftovers get a second to end. Raises
-        ``RuntimeError`` when called from a running event loop (await :meth:`run`).
+        That loop lives as long as the process, so what a tool binds to it works call
+        after call (a module-level ``httpx.AsyncClient``); any number of threads may call at
+        once. Returns when the call ends, at its time limit at the latest, whatever the body
+        left behind (a task ignoring its cancellation keeps running on tdk's loop, a thread
+        of ``asyncio.to_thread`` blocked for good is not waited for). Raises
+        ``RuntimeError`` when called from a running event loop (await :meth:`run` there).
         """
-        _refuse_running_loop("run_sync")
-        return run_in_new_loop(
+        refuse_running_loop("run_sync", "run")
+        return run_blocking(
             self.run(
                 arguments,
                 context=context,
@@ -159,14 +161,6 @@ class Tool(Generic[_P, _R]):
     def __reduce__(self) -> str:
         # Pickle by reference, like the function it replaces in its module.
         return self.fn.__qualname__
-
-
-def _refuse_running_loop(what: str) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError(f"{what}() cannot be called from a running event loop; await run()")
 
 
 @overload
