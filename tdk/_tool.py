@@ -18,7 +18,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
-from tdk._define import ToolOptions, define_tool
+from tdk._define import ToolOptions, define_tool, function_of
 from tdk._definition import ToolDefinition, ToolSpec
 from tdk._execute import execute, map_direct_call_error
 from tdk._loop import refuse_running_loop, run_blocking
@@ -218,6 +218,10 @@ def tool(
       ``destructive`` follow ``read_only`` unless given). The runner retries a tool that is
       neither read-only nor idempotent only where the upstream certainly did not act.
 
+    ``fn`` is a function, a bound method (``tool(client.search)``: the tool calls the method
+    on that object) or a staticmethod; a method decorated in its class body (its ``self``
+    is not an argument a model can send) is a definition problem that says so.
+
     Raises :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing
     every problem of the definition; see ``docs/definitions.md`` and ``docs/problems.md``.
 
@@ -247,9 +251,10 @@ def tool(
 
 def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) -> Tool[_P, _R]:
     """Check ``fn`` and wrap it; ``caller`` is the frame that applied the decorator."""
+    target = cast(Callable[_P, _R], function_of(fn))
     try:
         localns = caller.f_locals if caller.f_locals is not caller.f_globals else None
-        definition, spec = define_tool(fn, options, localns, tool_type=Tool)
+        definition, spec = define_tool(target, options, localns, tool_type=Tool)
     except ToolDefinitionError as error:
         collector = _collector.get()  # read on the failure path only
         if collector is None:
@@ -258,7 +263,7 @@ def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) ->
         # The import goes on with the function undecorated; a positional option given by
         # mistake (``@tool("search")``) becomes a decorator that changes nothing.
         return cast(Tool[_P, _R], fn if callable(fn) else _unchanged)
-    return Tool(fn, definition, spec)
+    return Tool(target, definition, spec)
 
 
 def _unchanged(fn: Any) -> Any:
