@@ -88,7 +88,8 @@ def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
     try:
         return done.result()
     except BaseException:
-        if not done.done():  # the caller gave up (a signal): the call is cancelled
+        if not done.done():  # pragma: no cover (Ctrl-C while waiting: see the tests)
+            # The caller gave up (a signal): the call is cancelled, and given time to end.
             loop.call_soon_threadsafe(_give_up, started)
             concurrent.futures.wait([done], WIND_DOWN_SECONDS)
         raise
@@ -107,7 +108,8 @@ async def _hand_over(coro: Coroutine[Any, Any, _T], done: concurrent.futures.Fut
         done.set_result(value)
 
 
-def _give_up(started: list[asyncio.Task[None]]) -> None:
+def _give_up(started: list[asyncio.Task[None]]) -> None:  # pragma: no cover (as above)
+    """Cancel the call its caller gave up on (in tdk's loop)."""
     for task in started:
         task.cancel()
 
@@ -128,7 +130,7 @@ class _TdkLoop:
         if loop is not None:
             return loop
         with self._lock:
-            if self._loop is None:
+            if self._loop is None:  # pragma: no branch (else another thread started it)
                 loop = asyncio.new_event_loop()
                 loop.set_default_executor(_DaemonExecutor())
                 threading.Thread(
@@ -148,7 +150,7 @@ class _TdkLoop:
 def _keep_running(loop: asyncio.AbstractEventLoop) -> None:
     """The loop's thread: run it for as long as the process lives."""
     asyncio.set_event_loop(loop)
-    while not loop.is_closed():
+    while not loop.is_closed():  # pragma: no branch (nothing closes it)
         try:
             loop.run_forever()  # returns when a body calls loop.stop(): run on
         except BaseException:  # noqa: S112 (KeyboardInterrupt or SystemExit out of a task)

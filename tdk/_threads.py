@@ -223,7 +223,7 @@ def call_ended(context: contextvars.Context) -> None:
     """The thread has stopped waiting for the call of ``context`` (a :func:`waiting_context`):
     what the call left running lends no place any more."""
     waits = context.get(_WAITER)
-    if waits is not None:
+    if waits is not None:  # pragma: no branch (a waiting_context() holds one)
         waits.waiting = False
 
 

@@ -232,14 +232,24 @@ def test_an_async_tool_calling_run_sync_gets_a_result_not_a_deadlock() -> None:
     assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
 
 
-def _raiser(exc_type: type[BaseException], is_async: bool) -> Tool[..., Any]:
-    if is_async:
+def _raiser(exc_type: type[BaseException], flavour: str) -> Tool[..., Any]:
+    if flavour == "async":
 
         async def body_async() -> int:
             """Raise."""
             raise exc_type
 
         return tool(name="raises_async")(body_async)
+    if flavour == "async-task":
+
+        async def raise_it() -> int:
+            raise exc_type
+
+        async def body_task() -> int:
+            """Raise in a task of its own (out of which it reaches the loop itself)."""
+            return await asyncio.create_task(raise_it())
+
+        return tool(name="raises_in_a_task")(body_task)
 
     def body() -> int:
         """Raise."""
@@ -248,16 +258,17 @@ def _raiser(exc_type: type[BaseException], is_async: bool) -> Tool[..., Any]:
     return tool(name="raises")(body)
 
 
-@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("flavour", ["sync", "async", "async-task"])
 @pytest.mark.parametrize("exc_type", [KeyboardInterrupt, SystemExit], ids=lambda t: t.__name__)
 def test_keyboard_interrupt_of_a_body_reaches_the_caller_and_the_loop_runs_on(
-    exc_type: type[BaseException], is_async: bool
+    exc_type: type[BaseException], flavour: str
 ) -> None:
-    """``KeyboardInterrupt`` and ``SystemExit`` raised by a body propagate out of
-    ``run_sync()``; tdk's loop keeps running, and the next call runs on it."""
+    """``KeyboardInterrupt`` and ``SystemExit`` raised by a body (in a task of its own too,
+    out of which asyncio raises it in the loop itself) propagate out of ``run_sync()``; tdk's
+    loop keeps running, and the next call runs on it."""
     LOOPS.clear()
     assert which_loop.run_sync().is_success
-    body = _raiser(exc_type, is_async)
+    body = _raiser(exc_type, flavour)
 
     def interrupted() -> None:
         with pytest.raises(exc_type):

@@ -596,3 +596,24 @@ def test_a_parameter_named_self_outside_a_class_is_no_method(
     error = _raised(load_module, body)
     assert ("missing_annotation", "self") in _kinds(error)
     assert "method" not in [kind for kind, _ in _kinds(error)]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param(classmethod(_source), id="classmethod-outside-a-class"),
+        pytest.param(staticmethod(len), id="staticmethod-of-a-builtin"),
+    ],
+)
+def test_a_wrapper_of_something_else_than_a_method_is_not_a_function(target: Any) -> None:
+    """A classmethod or staticmethod that is no method of a class is not a function, and
+    the fix says to define one."""
+    from tdk import tool
+
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(target)
+    [problem] = raised.value.details["problems"]
+    assert (problem["kind"], problem["hint"]) == (
+        "not_a_function",
+        "define the tool as a module-level function",
+    )
