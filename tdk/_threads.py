@@ -17,7 +17,10 @@ loop's default executor:
 - a thread blocked on sync calls it made (a worker thread whose body calls another sync
   tool, a thread in ``run_sync()``) lends a place of its own, for its own calls only: a body
   never waits for a place that its own wait holds, so sync tools calling sync tools never
-  deadlock, and the pool grows by one thread per such waiting body at most.
+  deadlock, and the pool grows by one thread per such waiting body at most. A thread that
+  runs its calls' event loop itself says so with :func:`blocking`; a thread whose call runs
+  on tdk's own loop (:mod:`tdk._loop`) hands that loop a :func:`waiting_context`, so the
+  jobs its call submits there lend the place of the thread that waits for them.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-__all__ = ["Job", "WorkerThreads", "run_in_worker"]
+__all__ = ["Job", "WorkerThreads", "blocking", "call_ended", "run_in_worker", "waiting_context"]
 
 _LOG: Final = logging.getLogger("tdk")
 
@@ -165,15 +168,20 @@ def _done() -> None:
 
 
 class _Waits:
-    """The place a thread lends a pool for its own jobs."""
+    """The place a waiting thread lends a pool for its own jobs."""
 
-    __slots__ = ("backlog", "lent")
+    __slots__ = ("backlog", "lent", "pool", "waiting")
 
-    def __init__(self) -> None:
+    def __init__(self, pool: WorkerThreads | None = None) -> None:
         self.lent = False
         """Whether a thread runs its jobs on the place it lends."""
         self.backlog: collections.deque[Job] = collections.deque()
         """Its jobs waiting for that place."""
+        self.pool = pool
+        """The pool it lends to (a thread's own record: None, kept per pool)."""
+        self.waiting = True
+        """Whether its thread still waits (a call's record: False once the call returned,
+        so the tasks it left behind lend nothing)."""
 
 
 class _Here(threading.local):
@@ -185,15 +193,38 @@ class _Here(threading.local):
 _HERE: Final = _Here()
 
 
+_WAITER: Final[contextvars.ContextVar[_Waits | None]] = contextvars.ContextVar(
+    "tdk_waiter", default=None
+)
+"""In a :func:`waiting_context`: the place the thread waiting for the call lends."""
+
+
 @contextlib.contextmanager
 def blocking() -> Iterator[None]:
-    """While inside, this thread blocks on the sync calls it makes (``run_sync()``): when the
-    pool is full, it lends a place for them."""
+    """While inside, this thread blocks on the sync calls it makes (it runs their event loop
+    itself: ``tdk run``): when the pool is full, it lends a place for them."""
     _HERE.blocks += 1
     try:
         yield
     finally:
         _HERE.blocks -= 1
+
+
+def waiting_context() -> contextvars.Context:
+    """A copy of this thread's context for a call that this thread waits for while another
+    thread runs it (``run_sync()`` on tdk's loop): the sync calls made in it, by the call or
+    by tasks it starts, lend a place of this thread's when the pool is full."""
+    context = contextvars.copy_context()
+    context.run(_WAITER.set, _Waits(_POOL))
+    return context
+
+
+def call_ended(context: contextvars.Context) -> None:
+    """The thread has stopped waiting for the call of ``context`` (a :func:`waiting_context`):
+    what the call left running lends no place any more."""
+    waits = context.get(_WAITER)
+    if waits is not None:  # pragma: no branch (a waiting_context() holds one)
+        waits.waiting = False
 
 
 class WorkerThreads:
@@ -242,12 +273,12 @@ class WorkerThreads:
         job = Job(self, call)
         job.future.add_done_callback(job._caller_gone)
         with self._lock:
-            if self._idle > self._queued or self._room() or not _HERE.blocks:
+            waits = None
+            if not (self._idle > self._queued or self._room()):
+                waits = self._waits_here()
+            if waits is None:
                 self._enqueue(job)
                 return job
-            waits = getattr(self._local, "waits", None)
-            if waits is None:
-                waits = self._local.waits = _Waits()
             job._lent = waits
             if waits.lent:
                 # After the job on its place now, or on the pool's own threads once one is free,
@@ -265,6 +296,20 @@ class WorkerThreads:
             else:
                 self._lent += 1
         return job
+
+    def _waits_here(self) -> _Waits | None:
+        """Who waits for a job submitted now, if anyone does: this thread, when it blocks on
+        its own calls (it runs their loop); else the thread waiting for the call of this
+        context (it runs on tdk's loop). None: nobody lends a place (lock held)."""
+        if _HERE.blocks:
+            waits: _Waits | None = getattr(self._local, "waits", None)
+            if waits is None:
+                waits = self._local.waits = _Waits()
+            return waits
+        waits = _WAITER.get()
+        if waits is None or waits.pool is not self or not waits.waiting:
+            return None
+        return waits
 
     def abandon(self, job: Job) -> bool:
         """The caller of ``job`` stopped waiting: drop it if it has not started (True), else

@@ -7,7 +7,6 @@ and raises one :class:`~tdk.errors.ToolDefinitionError` listing every problem it
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import sys
@@ -19,10 +18,10 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 from tdk._arguments import Arguments
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
-from tdk._define import ToolOptions, define_tool
+from tdk._define import ToolOptions, define_tool, function_of
 from tdk._definition import ToolDefinition, ToolSpec
 from tdk._execute import execute, map_direct_call_error
-from tdk._loop import run_in_new_loop
+from tdk._loop import refuse_running_loop, run_blocking
 from tdk._result import ToolResult
 from tdk._telemetry import active
 from tdk.errors import ToolDefinitionError
@@ -135,15 +134,18 @@ class Tool(Generic[_P, _R]):
         timeout: float | Default | None = DEFAULT,
         include_stacktrace: bool = False,
     ) -> ToolResult:
-        """:meth:`run` for scripts and tests: runs the call in a new event loop.
+        """:meth:`run` for synchronous code (scripts, tests, a Flask view): runs the call on
+        tdk's own event loop and waits for its result.
 
-        Like ``asyncio.run()``, but it returns at the call's time limit even when the body
-        left something behind that never ends (a task ignoring its cancellation, a thread
-        of ``asyncio.to_thread`` blocked for good): leftovers get a second to end. Raises
-        ``RuntimeError`` when called from a running event loop (await :meth:`run`).
+        That loop lives as long as the process, so what a tool binds to it works call
+        after call (a module-level ``httpx.AsyncClient``); any number of threads may call at
+        once. Returns when the call ends, at its time limit at the latest, whatever the body
+        left behind (a task ignoring its cancellation keeps running on tdk's loop, a thread
+        of ``asyncio.to_thread`` blocked for good is not waited for). Raises
+        ``RuntimeError`` when called from a running event loop (await :meth:`run` there).
         """
-        _refuse_running_loop("run_sync")
-        return run_in_new_loop(
+        refuse_running_loop("run_sync", "run")
+        return run_blocking(
             self.run(
                 arguments,
                 context=context,
@@ -159,14 +161,6 @@ class Tool(Generic[_P, _R]):
     def __reduce__(self) -> str:
         # Pickle by reference, like the function it replaces in its module.
         return self.fn.__qualname__
-
-
-def _refuse_running_loop(what: str) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError(f"{what}() cannot be called from a running event loop; await run()")
 
 
 @overload
@@ -224,6 +218,10 @@ def tool(
       ``destructive`` follow ``read_only`` unless given). The runner retries a tool that is
       neither read-only nor idempotent only where the upstream certainly did not act.
 
+    ``fn`` is a function, a bound method (``tool(client.search)``: the tool calls the method
+    on that object) or a staticmethod; a method decorated in its class body (its ``self``
+    is not an argument a model can send) is a definition problem that says so.
+
     Raises :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing
     every problem of the definition; see ``docs/definitions.md`` and ``docs/problems.md``.
 
@@ -253,9 +251,10 @@ def tool(
 
 def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) -> Tool[_P, _R]:
     """Check ``fn`` and wrap it; ``caller`` is the frame that applied the decorator."""
+    target = cast(Callable[_P, _R], function_of(fn))
     try:
         localns = caller.f_locals if caller.f_locals is not caller.f_globals else None
-        definition, spec = define_tool(fn, options, localns, tool_type=Tool)
+        definition, spec = define_tool(target, options, localns, tool_type=Tool)
     except ToolDefinitionError as error:
         collector = _collector.get()  # read on the failure path only
         if collector is None:
@@ -264,7 +263,7 @@ def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) ->
         # The import goes on with the function undecorated; a positional option given by
         # mistake (``@tool("search")``) becomes a decorator that changes nothing.
         return cast(Tool[_P, _R], fn if callable(fn) else _unchanged)
-    return Tool(fn, definition, spec)
+    return Tool(target, definition, spec)
 
 
 def _unchanged(fn: Any) -> Any:

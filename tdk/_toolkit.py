@@ -26,6 +26,7 @@ from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
 from tdk._execute import MAX_SHOWN_NAME, check_call_id, failure_result, shown_name
+from tdk._loop import refuse_running_loop, run_blocking
 from tdk._mapping import describe
 from tdk._redact import redact_text
 from tdk._result import ToolResult
@@ -171,6 +172,34 @@ class Toolkit:
             call_id=call_id,
             timeout=timeout,
             include_stacktrace=traced,
+        )
+
+    def run_sync(
+        self,
+        name: str,
+        arguments: Arguments = None,
+        *,
+        context: ToolContext | None = None,
+        call_id: str | None = None,
+        timeout: float | Default | None = DEFAULT,
+        include_stacktrace: bool | None = None,
+    ) -> ToolResult:
+        """:meth:`run` for synchronous code: runs the call on tdk's own event loop, as
+        :meth:`Tool.run_sync <tdk.Tool.run_sync>` does, and waits for its result. Raises
+        ``RuntimeError`` when called from a running event loop (await :meth:`run` there).
+
+        .. versionadded:: 0.1.0
+        """
+        refuse_running_loop("run_sync", "run")
+        return run_blocking(
+            self.run(
+                name,
+                arguments,
+                context=context,
+                call_id=call_id,
+                timeout=timeout,
+                include_stacktrace=include_stacktrace,
+            )
         )
 
     def definitions(self) -> list[ToolDefinition]:

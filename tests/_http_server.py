@@ -31,7 +31,7 @@ def _gzip_bomb() -> bytes:
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Routes by path; every answer closes the connection."""
+    """Routes by path; every answer but ``/kept``'s closes the connection."""
 
     protocol_version = "HTTP/1.1"
     bomb: ClassVar[bytes] = b""
@@ -62,6 +62,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def route_ok(self) -> None:
         self._answer(200, {"Content-Type": "application/json"}, b'{"items": [1, 2, 3]}')
+
+    def route_kept(self) -> None:
+        """A 200 that keeps its connection open for the next request (HTTP/1.1 keep-alive) and
+        names the client port that asked: calls sharing a pooled connection see one port."""
+        body = json.dumps({"port": self.client_address[1]}).encode()
+        self.send_response_only(200)
+        self.send_header("Date", DATE)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def route_cookie(self) -> None:
         """A session cookie, as a login answers (httpcore's DEBUG lines list it)."""

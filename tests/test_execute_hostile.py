@@ -1898,16 +1898,18 @@ def test_a_body_stopping_the_loop_of_run_sync_still_gets_a_result() -> None:
     assert (result.is_success, result.value) == (True, 1)
 
 
-def test_tdks_own_loop_refuses_to_run_inside_another() -> None:
-    """tdk's loop, asked to run inside a running loop, raises at once (it never spins)."""
-    from tdk._loop import run_in_new_loop
+@pytest.mark.parametrize("which", ["run_in_new_loop", "run_blocking"])
+def test_tdks_own_loop_refuses_to_run_inside_another(which: str) -> None:
+    """tdk's loops, asked to run a call from inside a running loop, raise at once (they never
+    spin, nor wait for a loop that the wait would block)."""
+    from tdk import _loop
 
     async def inner() -> int:
         return 1
 
     async def scenario() -> None:
         with pytest.raises(RuntimeError, match="inside a running one"):
-            run_in_new_loop(inner())
+            getattr(_loop, which)(inner())
 
     run(scenario())
 

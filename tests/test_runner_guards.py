@@ -652,7 +652,7 @@ async def test_the_deadline_shortens_the_queue_wait() -> None:
     assert refused.kind == ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL
     assert refused.error is not None
     assert refused.error.details["scope"] == "all"
-    assert refused.duration_ms < 5000
+    assert refused.error.details["max_wait"] <= 0.02  # what the deadline left, not 60 s
     upstream.release.set()
     assert (await first).is_success
 

@@ -416,3 +416,62 @@ def test_run_in_new_loop_hands_back_what_a_thread_raises() -> None:
         return await asyncio.to_thread(lambda: 7)
 
     assert run_in_new_loop(scenario()) == 7
+
+
+def _in_a_new_loop_within(body: Any, seconds: float = 10.0) -> Any:
+    """``run_in_new_loop(body.run({}))`` (as ``tdk run`` runs its call), in a thread that
+    must return within ``seconds``."""
+    from tdk._loop import run_in_new_loop
+
+    outcome: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: outcome.append(run_in_new_loop(body.run({}))), daemon=True
+    )
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"run_in_new_loop() still running after {seconds} s"
+    return outcome[0]
+
+
+def test_run_in_new_loop_returns_while_a_task_left_behind_ignores_cancellation() -> None:
+    """``tdk run``'s loop cancels the tasks a call left behind and gives them a second: one
+    that ignores its cancellation does not keep it from returning (``asyncio.run`` would wait
+    for it forever)."""
+    from tdk import tool
+
+    stop = threading.Event()
+
+    async def stubborn() -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+
+    left: list[asyncio.Task[None]] = []
+
+    @tool
+    async def leaves_a_task() -> int:
+        """Start two tasks and return: one ends when cancelled, the other does not."""
+        left.extend([asyncio.create_task(stubborn()), asyncio.create_task(asyncio.sleep(30))])
+        return 1
+
+    try:
+        assert _in_a_new_loop_within(leaves_a_task).value == 1
+        assert left[1].cancelled()
+    finally:
+        stop.set()
+
+
+def test_run_in_new_loop_runs_on_when_a_body_stops_it() -> None:
+    """A body that stops ``tdk run``'s loop (``loop.stop()``) still gets its result."""
+    from tdk import tool
+
+    @tool(timeout=5)
+    async def stopper() -> int:
+        """Stop the loop it runs on."""
+        asyncio.get_running_loop().stop()
+        await asyncio.sleep(0.01)
+        return 1
+
+    assert _in_a_new_loop_within(stopper).value == 1

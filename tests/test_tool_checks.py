@@ -6,6 +6,7 @@ each problem's kind and parameter, and the exact ``str()`` a developer reads.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import re
@@ -442,4 +443,177 @@ def test_typing_typeddict_before_312_says_what_to_use(
     assert (
         "Please use `typing_extensions.TypedDict` instead of `typing.TypedDict`"
         in (error.details["problems"][0]["problem"])
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods as tools: what works, and what a method decorated in its class body is told
+
+_METHOD_TOOLS = {
+    "bound-method": """
+        class Weather:
+            def __init__(self, unit: str) -> None:
+                self.unit = unit
+
+            def forecast(self, city: Annotated[str, "The city."]) -> str:
+                \"\"\"Forecast the weather of a city.\"\"\"
+                return f"{city}: 20 {self.unit}"
+
+
+        forecast = tool(Weather("C").forecast)
+        """,
+    "bound-async-method": """
+        class Weather:
+            def __init__(self, unit: str) -> None:
+                self.unit = unit
+
+            async def forecast(self, city: Annotated[str, "The city."]) -> str:
+                \"\"\"Forecast the weather of a city.\"\"\"
+                return f"{city}: 20 {self.unit}"
+
+
+        forecast = tool(Weather("C").forecast)
+        """,
+    "classmethod-bound-to-its-class": """
+        class Weather:
+            unit = "C"
+
+            @classmethod
+            def forecast(cls, city: Annotated[str, "The city."]) -> str:
+                \"\"\"Forecast the weather of a city.\"\"\"
+                return f"{city}: 20 {cls.unit}"
+
+
+        forecast = tool(Weather.forecast)
+        """,
+    "tool-over-staticmethod": """
+        class Weather:
+            @tool
+            @staticmethod
+            def forecast(city: Annotated[str, "The city."]) -> str:
+                \"\"\"Forecast the weather of a city.\"\"\"
+                return f"{city}: 20 C"
+
+
+        forecast = Weather.forecast
+        """,
+    "staticmethod-over-tool": """
+        class Weather:
+            @staticmethod
+            @tool
+            def forecast(city: Annotated[str, "The city."]) -> str:
+                \"\"\"Forecast the weather of a city.\"\"\"
+                return f"{city}: 20 C"
+
+
+        forecast = Weather().forecast
+        """,
+}
+
+
+@pytest.mark.parametrize("body", _METHOD_TOOLS.values(), ids=_METHOD_TOOLS.keys())
+def test_a_method_made_a_tool_the_documented_ways_runs(
+    load_module: Callable[[str], ModuleType], body: str
+) -> None:
+    """A bound method (of an instance, or a classmethod of its class) and a static method
+    make tools whose schema holds the arguments a model sends, and which run, are loaded
+    from their module, and can be called directly."""
+    from tdk import Tool, Toolkit
+
+    module = load_module(body)
+    forecast = module.forecast
+    assert isinstance(forecast, Tool)
+    assert forecast.name == "forecast"
+    assert forecast.description == "Forecast the weather of a city."
+    assert forecast.definition.input_schema["required"] == ["city"]
+    assert list(forecast.definition.input_schema["properties"]) == ["city"]
+    assert forecast.run_sync({"city": "Oslo"}).value == "Oslo: 20 C"
+    assert Toolkit.from_module(module).get("forecast") is forecast
+    called = forecast(city="Bergen")
+    if forecast.spec.is_async:
+        called = asyncio.run(called)
+    assert called == "Bergen: 20 C"
+
+
+def test_a_method_with_other_problems_lists_them_all(
+    load_module: Callable[[str], ModuleType],
+) -> None:
+    """A method decorated in its class body is one problem at its receiver; the problems of
+    its other parameters are listed with it, in signature order."""
+    error = _raised(
+        load_module,
+        '''
+        class Issues:
+            @tool
+            def search(self, query) -> str:
+                """Search the issues."""
+                return query
+        ''',
+    )
+    assert type(error) is ToolDefinitionError
+    assert _kinds(error) == [
+        ("method", "self"),
+        ("missing_annotation", "query"),
+        ("missing_parameter_description", "query"),
+    ]
+    assert "e.g. self: str" not in str(error)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(
+            """
+            @tool
+            def search(self, query: Annotated[str, "Words."]) -> str:
+                \"\"\"Search the issues.\"\"\"
+                return query
+            """,
+            id="module-level-function",
+        ),
+        pytest.param(
+            """
+            def make():
+                @tool
+                def search(self, query: Annotated[str, "Words."]) -> str:
+                    \"\"\"Search the issues.\"\"\"
+                    return query
+
+                return search
+
+
+            search = make()
+            """,
+            id="function-in-a-function",
+        ),
+    ],
+)
+def test_a_parameter_named_self_outside_a_class_is_no_method(
+    load_module: Callable[[str], ModuleType], body: str
+) -> None:
+    """Outside a class body, a first parameter named ``self`` is an ordinary parameter (here:
+    one without an annotation), not a method's receiver."""
+    error = _raised(load_module, body)
+    assert ("missing_annotation", "self") in _kinds(error)
+    assert "method" not in [kind for kind, _ in _kinds(error)]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param(classmethod(_source), id="classmethod-outside-a-class"),
+        pytest.param(staticmethod(len), id="staticmethod-of-a-builtin"),
+    ],
+)
+def test_a_wrapper_of_something_else_than_a_method_is_not_a_function(target: Any) -> None:
+    """A classmethod or staticmethod that is no method of a class is not a function, and
+    the fix says to define one."""
+    from tdk import tool
+
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(target)
+    [problem] = raised.value.details["problems"]
+    assert (problem["kind"], problem["hint"]) == (
+        "not_a_function",
+        "define the tool as a module-level function",
     )

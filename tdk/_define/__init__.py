@@ -7,6 +7,6 @@ Runs once per tool, when ``@tool`` decorates a function (:mod:`tdk._tool` is its
 every problem (:mod:`~tdk._define.problems`) and raising them all at once.
 """
 
-from tdk._define.build import ToolOptions, define_tool
+from tdk._define.build import ToolOptions, define_tool, function_of
 
-__all__ = ["ToolOptions", "define_tool"]
+__all__ = ["ToolOptions", "define_tool", "function_of"]

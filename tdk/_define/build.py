@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, Final, NamedTuple, NoReturn
+from typing import Any, Final, NamedTuple, NoReturn, cast
 
 from pydantic import TypeAdapter
 
@@ -83,9 +83,9 @@ def define_tool(
     module (a function or class body), so annotations naming local classes resolve;
     ``tool_type`` is the class of tools (``tdk.Tool``: a tool given again is refused).
     """
-    if type(target) is not types.FunctionType:  # (by type: an object may lie about __class__)
+    if type(target) is not types.FunctionType and not _is_bound_method(target):  # (by type)
         _raise_not_a_function(target, tool_type)
-    fn: types.FunctionType = target
+    fn = cast(types.FunctionType, target)  # (a bound method's signature lacks its receiver)
     problems = Problems()
     name = check_name(problems, options.name, fn.__name__)
     doc = parse_docstring(fn.__doc__)
@@ -111,7 +111,7 @@ def define_tool(
     hints, failures = resolve_hints(fn, localns)
     inputs = Parameters(problems, name, hints, failures, doc, fn=fn)
     signature = inspect.signature(fn)
-    inputs.collect(signature)
+    inputs.collect(_without_method_receiver(problems, fn, signature))
     model, input_schema = inputs.build_model()
     adapter, output_schema = _output(problems, fn, hints, failures)
     if problems:
@@ -200,6 +200,74 @@ def _renames(advertised: Mapping[str, str]) -> Mapping[str, str]:
     return types.MappingProxyType(renamed) if renamed else _NO_RENAMES
 
 
+def function_of(target: object) -> object:
+    """What ``@tool`` defines a tool of, for ``target``: a staticmethod's function (a static
+    method is a plain function kept in a class), else ``target`` itself."""
+    if type(target) is staticmethod and type(target.__func__) is types.FunctionType:
+        return target.__func__
+    return target
+
+
+def _classmethod_hint(target: classmethod[Any, Any, Any]) -> str:
+    """The fix for ``@tool`` applied to a classmethod: a tool of the method bound to its
+    class. (Of type classmethod exactly: reading ``__func__`` runs no user code.)"""
+    function = target.__func__
+    owner = _owner_class(function) if type(function) is types.FunctionType else None
+    if owner is None:
+        return "define the tool as a module-level function"
+    return (
+        "remove @tool here and, after the class, make a tool of the class method: "
+        f"tool({owner}.{function.__name__}); or define the tool as a module-level function"
+    )
+
+
+def _is_bound_method(target: object) -> bool:
+    """Whether ``target`` is a function bound to an instance or class (``obj.method``,
+    ``Class.a_classmethod``). By type: a method's ``__func__`` runs no user code."""
+    return type(target) is types.MethodType and type(target.__func__) is types.FunctionType
+
+
+def _without_method_receiver(
+    problems: Problems, fn: Callable[..., Any], signature: inspect.Signature
+) -> inspect.Signature:
+    """``signature`` without the receiver of a method decorated in its class body (an
+    unannotated first parameter ``self`` or ``cls``), reported as one problem that says how
+    to make a tool of a method; else ``signature`` as it is."""
+    receiver = next(iter(signature.parameters.values()), None)
+    owner = _owner_class(fn)
+    if (
+        receiver is None
+        or owner is None
+        or receiver.name not in ("self", "cls")
+        or receiver.kind is not receiver.POSITIONAL_OR_KEYWORD
+        or receiver.annotation is not receiver.empty
+    ):
+        return signature
+    name = fn.__name__
+    if receiver.name == "self":
+        what, instead = "the instance", f"an instance's method: tool({owner}(...).{name})"
+    else:
+        what, instead = "the class", f"the class method: tool({owner}.{name})"
+    problems.add(
+        ProblemKind.METHOD,
+        receiver.name,
+        f"'{name}' is a method: its first parameter '{receiver.name}' is {what} it is called "
+        "on, which a model cannot send",
+        f"remove @tool here and, after the class, make a tool of {instead}; or define the "
+        "tool as a module-level function or a @staticmethod",
+    )
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+
+def _owner_class(fn: Callable[..., Any]) -> str | None:
+    """The name of the class whose body defines ``fn``, read from its qualified name
+    (``Weather.forecast``; ``make.<locals>.forecast`` is a function of a function)."""
+    owner, _, _ = fn.__qualname__.rpartition(".")
+    if not owner or owner.endswith("<locals>"):
+        return None
+    return owner.rpartition(".")[2]
+
+
 def _where(fn: Callable[..., Any]) -> str:
     code = getattr(fn, "__code__", None)
     location = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
@@ -227,6 +295,8 @@ def _raise_not_a_function(target: object, tool_type: type) -> NoReturn:
         )
     if issubclass(kind, str):
         hint = f"pass options as keywords, e.g. @tool(name={str.__str__(target)!r})"
+    elif kind is classmethod:
+        hint = _classmethod_hint(cast("classmethod[Any, Any, Any]", target))
     elif issubclass(kind, staticmethod | classmethod):
         hint = "define the tool as a module-level function"
     else:

@@ -40,6 +40,7 @@ class ProblemKind(enum.StrEnum):
     """Stable names of the definition problems ``@tool`` detects (``docs/problems.md``)."""
 
     NOT_A_FUNCTION = "not_a_function"
+    METHOD = "method"
     ALREADY_A_TOOL = "already_a_tool"
     GENERATOR_FUNCTION = "generator_function"
     INVALID_NAME = "invalid_name"
@@ -83,6 +84,7 @@ _P = ProblemKind
 _DEFINITION_KINDS: Final = frozenset(
     {
         _P.NOT_A_FUNCTION,
+        _P.METHOD,
         _P.ALREADY_A_TOOL,
         _P.GENERATOR_FUNCTION,
         _P.INVALID_NAME,

@@ -30,6 +30,7 @@ from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
 from tdk._exchanges import Exchanges
 from tdk._execute import check_call_id, execute, failure_result, shown_name
+from tdk._loop import refuse_running_loop, run_blocking
 from tdk._result import ToolResult
 from tdk._telemetry import active, counted, event, traced_attempt
 from tdk._threads import Job
@@ -337,6 +338,35 @@ class ToolRunner:
                 for call, each in zip(batch, contexts, strict=True)
             ]
         return [task.result() for task in tasks]
+
+    def run_many_sync(
+        self,
+        calls: Iterable[ToolCall | tuple[str, Arguments]],
+        *,
+        context: ToolContext | None = None,
+    ) -> list[ToolResult]:
+        """:meth:`run_many` for synchronous code: runs the batch on tdk's own event loop (see
+        :meth:`run_sync`) and waits for its results. Raises ``RuntimeError`` when called from
+        a running event loop (await :meth:`run_many` there)."""
+        refuse_running_loop("run_many_sync", "run_many")
+        return run_blocking(self.run_many(calls, context=context))
+
+    def run_sync(
+        self,
+        name: str,
+        arguments: Arguments = None,
+        *,
+        context: ToolContext | None = None,
+        call_id: str | None = None,
+    ) -> ToolResult:
+        """:meth:`run` for synchronous code (scripts, a Flask view): runs the call on tdk's
+        own event loop, which lives as long as the process, and waits for its result. Every
+        sync call of every runner runs on that one loop, so the runner's state and what its
+        tools bind to the loop (a module-level ``httpx.AsyncClient``) work call after call,
+        from any number of threads. Raises ``RuntimeError`` when called from a running event
+        loop (await :meth:`run` there)."""
+        refuse_running_loop("run_sync", "run")
+        return run_blocking(self.run(name, arguments, context=context, call_id=call_id))
 
     def run(
         self,

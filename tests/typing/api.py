@@ -77,6 +77,17 @@ def toolkits() -> None:
     del found, count, names, definitions, loaded
 
 
+def sync_calls() -> None:
+    toolkit = Toolkit("math", [add])
+    runner = ToolRunner(toolkit)
+    one: ToolResult = add.run_sync({"a": 1, "b": 2}, timeout=None)
+    one = toolkit.run_sync("add", {"a": 1, "b": 2}, call_id="c-1")
+    one = runner.run_sync("add", '{"a": 1, "b": 2}')
+    many: list[ToolResult] = runner.run_many_sync([("add", {"a": 1, "b": 2})])
+    runner.run_many_sync("add")  # type: ignore[arg-type]
+    del one, many
+
+
 async def not_given_is_one_value() -> None:
     """``tdk.DEFAULT`` stands for "not given" wherever None means something else."""
     result: ToolResult = await add.run({"a": 1, "b": 2}, timeout=DEFAULT)
