@@ -50,16 +50,15 @@ def refusal(line: str) -> JSONRPCError | None:
         return _error(None, PARSE_ERROR, "Parse error: the message is not JSON tdk can read")
     if type(message) is not dict:
         return _error(None, INVALID_REQUEST, "Invalid Request: send one JSON-RPC object")
-    if "id" not in message:
-        # A notification, or a response: nothing to answer (and nobody waits).
+    if "id" not in message:  # a notification: nothing to answer (and nobody waits)
         return None
+    if "method" not in message and ("result" in message or "error" in message):
+        return None  # a response of the client's, to a request tdk never sends
     request_id = message["id"]
     if type(request_id) is not str and type(request_id) is not int:
         return _error(None, INVALID_REQUEST, "Invalid Request: the id is not a string or integer")
     if type(request_id) is str and not _writable(request_id):  # (a lone surrogate escaped)
         return _error(None, INVALID_REQUEST, "Invalid Request: the id is not valid Unicode")
-    if "method" not in message and ("result" in message or "error" in message):
-        return None  # a response of the client's, to a request tdk never sends
     return _error(request_id, *_problem(message))
 
 

@@ -34,7 +34,14 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
-from mcp_types import INTERNAL_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
+from mcp_types import (
+    INTERNAL_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    jsonrpc_message_adapter,
+)
 
 from tdk.hosts._mcp_load import Load
 from tdk.hosts._mcp_refusal import refusal, too_long
@@ -76,27 +83,35 @@ async def _take_lines(
             line = await anyio.to_thread.run_sync(_line_of, source)
             if line is None:
                 return
-            if isinstance(line, _Cut):
-                answer: JSONRPCError | None = too_long(line.head, MAX_LINE)
-            else:
-                text = line.decode("utf-8", "replace")
-                if not text.strip():
-                    continue
-                try:
-                    message = jsonrpc_message_adapter.validate_json(text, by_name=False)
-                except Exception:  # (ValueError too: an integer over 4,300 digits)
-                    answer = refusal(text)
-                else:
-                    try:
-                        await messages.send(SessionMessage(message))
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        return  # the server stopped
-                    continue
-            if answer is not None:
-                try:
+            message, answer = _message_of(line)
+            try:
+                if message is not None:
+                    await messages.send(SessionMessage(message))
+                elif answer is not None:
                     await writer.send(SessionMessage(answer))
-                except anyio.ClosedResourceError:
-                    return
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return  # the server stopped
+
+
+def _message_of(line: bytes | _Cut) -> tuple[JSONRPCMessage | None, JSONRPCError | None]:
+    """The message of ``line`` for the server, or the error answering it (or neither: a blank
+    line, a notification or response that cannot be read)."""
+    if isinstance(line, _Cut):
+        return None, too_long(line.head, MAX_LINE)
+    text = line.decode("utf-8", "replace")
+    if not text.strip():
+        return None, None
+    try:
+        message = jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except Exception:  # (ValueError too: an integer over 4,300 digits)
+        return None, refusal(text)
+    # A request whose id is no string or integer (true, 1.5, null) reads as a notification
+    # (its id dropped): it is refused, with a null id.
+    if isinstance(message, JSONRPCNotification) and '"id"' in text:
+        answer = refusal(text)
+        if answer is not None:
+            return None, answer
+    return message, None
 
 
 class _Cut:
@@ -137,6 +152,8 @@ class _Writer:
         if self._closed:
             raise anyio.ClosedResourceError
         data = _line(item)
+        if not data:  # a notification that could not be written: dropped
+            return
         async with self._turn:
             await anyio.to_thread.run_sync(self._write, data)
 
