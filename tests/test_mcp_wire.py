@@ -29,6 +29,7 @@ from _mcp_support import (
     INITIALIZE,
     INITIALIZED,
     START_TIMEOUT,
+    Pipes,
     RawStdio,
     accepts,
     call_request,
@@ -322,6 +323,12 @@ LINES = [
         '{"jsonrpc":"2.0","id":null,"method":"ping"}', None, INVALID_REQUEST, id="id-null"
     ),
     pytest.param(
+        r'{"jsonrpc":"2.0","id":"\ud800","method":"ping"}',
+        None,
+        INVALID_REQUEST,
+        id="id-a-lone-surrogate",
+    ),
+    pytest.param(
         raw_call("x", deep_arguments(5000)), None, PARSE_ERROR, id="too-deep-to-read-at-all"
     ),
     pytest.param('{"jsonrpc":"2.0","id":21,"method":', None, PARSE_ERROR, id="cut-short"),
@@ -436,3 +443,56 @@ def test_stdio_answers_a_message_it_cannot_write_and_lives(
     assert status == 0, (tmp_path / "stdio.log").read_text()
     assert "Traceback" not in (tmp_path / "stdio.log").read_text()
     assert os.path.getsize(tmp_path / "stdio.log") < 10_000
+
+
+# -- messages that cannot be written ---------------------------------------------------------
+
+#: A tool whose descriptions hold a lone surrogate (as text decoded with ``surrogateescape``).
+UNWRITABLE_TEXT_MODULE = r'''
+from typing import Annotated
+
+from tdk import tool
+
+
+@tool(read_only=True)
+def odd(a: Annotated[int, "A number \udcff."]) -> int:
+    """Odd \udce9 text."""
+    return a
+'''
+
+
+@pytest.mark.parametrize("transport", ["memory", "stdio"])
+def test_a_listing_with_text_that_is_not_unicode_is_sent(tmp_path: Path, transport: str) -> None:
+    """A description holding a lone surrogate is listed with U+FFFD in its place (as a value's
+    text is sent), and the tool is called: the SDK's writer could not write the listing, and
+    ended the stdio server with every call in flight."""
+    target = tmp_path / "odd_text.py"
+    target.write_text(UNWRITABLE_TEXT_MODULE)
+
+    async def scenario() -> tuple[types.Tool, types.CallToolResult]:
+        async with session(transport, target, tmp_path / "server.log") as client:
+            [listed] = (await client.list_tools()).tools
+            return listed, await client.call_tool("odd", {"a": 5})
+
+    listed, called = run(scenario())
+    assert listed.description == "Odd \ufffd text."
+    assert listed.input_schema["properties"]["a"]["description"] == "A number \ufffd."
+    assert called.structured_content == {"result": 5}
+
+
+def test_a_message_that_cannot_be_written_costs_only_itself(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Over stdio, an answer whose JSON cannot be made (here ``initialize``'s, for a server
+    given a name holding a lone surrogate) is answered as an internal error of its request,
+    logged, and the server goes on answering."""
+    kit = Toolkit.from_path(Path(__file__).with_name("_mcp_misbehaving_tools.py"))
+    ping = {"jsonrpc": "2.0", "id": "after", "method": "ping"}
+    with Pipes([INITIALIZE, ping]) as pipes:
+        monkeypatch.setattr(sys, "stdin", pipes.stdin)
+        monkeypatch.setattr(sys, "stdout", pipes.stdout)
+        run(tdk_mcp.serve(kit, name="kit\udcff"))
+    assert pipes.problem is None
+    assert pipes.answers["init"]["error"]["code"] == -32603
+    assert pipes.answers["after"] == {"jsonrpc": "2.0", "id": "after", "result": {}}
+    assert "could not be written" in caplog.text

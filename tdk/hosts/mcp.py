@@ -58,10 +58,13 @@ except ImportError as missing:  # pragma: no cover - the extra is part of the te
     ) from missing
 
 
+from pydantic_core import PydanticSerializationError, to_json
+
 from tdk import __version__
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
 from tdk._execute import failure_result, shown_name
+from tdk._json_safe import utf8_copy
 from tdk._result import ToolResult
 from tdk._streams import flush_stdout
 from tdk._tool import Tool
@@ -367,7 +370,12 @@ def context_from_environment(
 
 
 def _mcp_tool_object(definition: ToolDefinition) -> types.Tool:
-    return types.Tool.model_validate(mcp_tool(definition))
+    shape = mcp_tool(definition)
+    try:  # (once per toolkit: the listing is kept)
+        to_json(shape)
+    except PydanticSerializationError:  # a lone surrogate in a description: U+FFFD, as in a
+        shape = utf8_copy(shape)  # value (the listing could not be written at all)
+    return types.Tool.model_validate(shape)
 
 
 def _toolkit_of(source: Source, runner: ToolRunner | None, name: str | None) -> Toolkit:
