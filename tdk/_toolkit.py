@@ -115,10 +115,16 @@ class Toolkit:
         and cut: see :func:`~tdk._execute.shown_name`)."""
         available = [item.name for item in self._tools.values()]
         by_key = {item.name.lower(): item.name for item in self._tools.values()}
-        suggestions = [
-            by_key[key]
-            for key in difflib.get_close_matches(name.lower(), by_key, n=_MAX_SUGGESTIONS)
-        ]
+        longest = max(map(len, by_key), default=0)
+        wanted = name.lower()
+        # A name more than 7/3 as long as every tool's cannot reach difflib's cutoff (0.6 of
+        # the two lengths' mean in common), and comparing it costs time in its length: a
+        # model (or a client) may send megabytes.
+        suggestions = (
+            [by_key[key] for key in difflib.get_close_matches(wanted, by_key, n=_MAX_SUGGESTIONS)]
+            if 3 * len(wanted) <= 7 * longest
+            else []
+        )
         message = f"No tool named '{shown}' in toolkit '{self.name}'."
         if suggestions:
             quoted = [f"'{suggestion}'" for suggestion in suggestions]

@@ -1,11 +1,12 @@
 """Small helpers of the MCP tests: a bounded event loop, free ports, raw JSON-RPC messages,
 pipes standing in for a stdio server's stdin and stdout, a stdio server asked only to
-initialize, a tool that holds its call, and the parts of a ``CallToolResult`` the tests
-read."""
+initialize, a stdio server spoken to in raw lines, a tool that holds its call, and the parts
+of a ``CallToolResult`` the tests read."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -209,3 +210,63 @@ class Held:
 
         self.toolkit = Toolkit(name, [hold])
         self.runner = ToolRunner(self.toolkit, bulkhead=Bulkhead(max_concurrent=1))
+
+
+class RawStdio:
+    """A ``tdk serve`` subprocess over stdio, spoken to in raw JSON-RPC lines: each line is
+    written whole, and answers are read one line at a time, each within ``SCENARIO_TIMEOUT``
+    seconds. Its stderr goes to ``log``. ``close()`` ends it (stdin closed, then killed if it
+    lingers)."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, log: Path) -> None:
+        with log.open("w") as err:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=cwd
+            )
+        self.log = log
+        self._pending = b""
+
+    def send(self, line: str | bytes) -> None:
+        """Write ``line`` (a newline added)."""
+        assert self.process.stdin is not None
+        data = line.encode() if isinstance(line, str) else line
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def answer(self) -> dict[str, Any]:
+        """The next message the server writes; fails the test if none comes in time."""
+        assert self.process.stdout is not None
+        out = self.process.stdout.fileno()
+        deadline = time.monotonic() + SCENARIO_TIMEOUT
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([out], [], [], max(left, 0))
+            if not ready:
+                raise AssertionError(f"no answer in {SCENARIO_TIMEOUT} s: {self.log.read_text()}")
+            chunk = os.read(out, 1 << 20)
+            if not chunk:
+                raise AssertionError(f"the server's stdout closed: {self.log.read_text()}")
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def ask(self, request: dict[str, Any] | str) -> dict[str, Any]:
+        """Send ``request`` (a message, or a line as it is) and read the next message."""
+        self.send(request if isinstance(request, str) else json.dumps(request))
+        return self.answer()
+
+    def close(self) -> int:
+        """End the server: its stdin closed, killed if it has not ended in ``STOP_TIMEOUT``
+        seconds. Its exit status."""
+        assert self.process.stdin is not None
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            return self.process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(timeout=STOP_TIMEOUT)
+        finally:
+            if self.process.stdout is not None:
+                self.process.stdout.close()

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -1240,10 +1241,25 @@ def test_a_request_naming_another_host_is_refused(toolkit: Toolkit) -> None:
 # -- 9. signals ------------------------------------------------------------------------------
 
 
+#: What was read of each stream past the line asked for (lines that arrived together).
+_UNREAD: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
+
+
 def read_line(stream: Any, timeout: float) -> bytes:
-    """One line of a subprocess's stdout, or b"" after ``timeout`` seconds."""
-    ready, _, _ = select.select([stream], [], [], timeout)
-    return stream.readline() if ready else b""
+    """One line of a subprocess's stdout, or b"" after ``timeout`` seconds. Read from the
+    descriptor (a buffered ``readline()`` would keep a second line where ``select`` does not
+    see it), keeping what follows the line for the next call."""
+    pending = _UNREAD.pop(stream, b"")
+    deadline = time.monotonic() + timeout
+    while b"\n" not in pending:
+        ready, _, _ = select.select([stream], [], [], max(deadline - time.monotonic(), 0))
+        chunk = os.read(stream.fileno(), 1 << 16) if ready else b""
+        if not chunk:
+            _UNREAD[stream] = pending
+            return b""
+        pending += chunk
+    line, newline, _UNREAD[stream] = pending.partition(b"\n")
+    return line + newline
 
 
 class RawSession:

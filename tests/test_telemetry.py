@@ -37,6 +37,7 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any, TypeVar
 
@@ -44,6 +45,8 @@ import mcp
 import opentelemetry.metrics
 import pytest
 from _runner_support import FakeTime
+from mcp import StdioServerParameters
+from mcp.client.stdio import stdio_client
 from opentelemetry import trace
 from opentelemetry.metrics import _internal as metrics_state
 from opentelemetry.sdk.metrics import MeterProvider
@@ -1439,3 +1442,128 @@ def _check_calls_survive() -> None:
     assert run(runner.run("counted_add", {"a": 2})).value == 3
     assert run(Toolkit("kit", [counted_add]).run("nope")).kind == "TOOL_NOT_FOUND"
     assert calls[0] == 2
+
+
+# --- MCP: failing telemetry, and names a client sent ----------------------------------------
+
+
+@pytest.mark.parametrize("when", ["start", "end"])
+def test_mcp_serves_every_message_whatever_a_span_processor_raises(when: str) -> None:
+    """Served over MCP (the SDK's client in memory), a span processor that raises on start or
+    on end costs spans, never a message: ``initialize``, ``tools/list``, a call and a call of
+    an unknown tool are all answered, and the call's body runs once. (The SDK's own server
+    span failed every message, ``initialize`` included.)"""
+    failing = TracerProvider()
+    failing.add_span_processor(_FailingProcessor(when))  # type: ignore[arg-type]
+    calls = [0]
+
+    @tool(read_only=True)
+    async def counted_add(a: Annotated[int, "A number."]) -> int:
+        """Add one, counting the bodies that ran."""
+        calls[0] += 1
+        return a + 1
+
+    server = tdk_mcp.server(Toolkit("kit", [counted_add]))
+
+    async def scenario() -> tuple[list[str], Any, Any]:
+        async with mcp.Client(server) as client:
+            listed = [each.name for each in (await client.list_tools()).tools]
+            done = await client.call_tool("counted_add", {"a": 1})
+            unknown = await client.call_tool("nope", {})
+            return listed, done, unknown
+
+    with providers_set(failing, None):
+        listed, done, unknown = run(scenario())
+    _unbind_proxy_tracers(failing)
+    failing.shutdown()
+    assert listed == ["counted_add"]
+    assert done.structured_content == {"result": 2}
+    assert unknown.meta["tdk/error"]["kind"] == "TOOL_NOT_FOUND"
+    assert calls[0] == 1
+
+
+#: A tool module that sets, in the process serving it, a tracer provider whose span processor
+#: raises on start and on end.
+FAILING_TELEMETRY_MODULE = '''
+from typing import Annotated
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+from tdk import tool
+
+
+class Failing:
+    def on_start(self, span, parent_context=None):
+        raise RuntimeError("on_start")
+
+    def on_end(self, span):
+        raise RuntimeError("on_end")
+
+    def shutdown(self):
+        pass
+
+    def force_flush(self, timeout_millis=30000):
+        return True
+
+
+provider = TracerProvider()
+provider.add_span_processor(Failing())
+trace.set_tracer_provider(provider)
+
+
+@tool(read_only=True)
+def add(a: Annotated[int, "A number."]) -> int:
+    """Add one."""
+    return a + 1
+'''
+
+
+def test_tdk_serve_over_stdio_with_a_span_processor_that_raises(tmp_path: Path) -> None:
+    """``tdk serve`` over stdio in a process whose span processor raises answers
+    ``initialize``, ``tools/list`` and calls, through the SDK's stdio client."""
+    target = tmp_path / "failing_telemetry.py"
+    target.write_text(FAILING_TELEMETRY_MODULE)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "tdk", "serve", str(target)], cwd=tmp_path
+    )
+    log = tmp_path / "server.log"
+
+    async def scenario() -> tuple[list[str], Any]:
+        with log.open("w") as errlog:
+            async with mcp.Client(stdio_client(params, errlog=errlog)) as client:
+                listed = [each.name for each in (await client.list_tools()).tools]
+                return listed, await client.call_tool("add", {"a": 1})
+
+    listed, done = run(scenario())
+    assert listed == ["add"], log.read_text()
+    assert done.structured_content == {"result": 2}
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mcp_server_span_records_no_tool_name_a_client_made_up(otel: Otel, mode: str) -> None:
+    """A client's unknown tool name (a secret of the server's context, or a token pasted
+    there) reaches no span of the server: its SERVER span says ``tools/call _unknown``, and
+    tdk's own span has the name redacted. A known name is recorded as the tool's."""
+    server = tdk_mcp.server(Toolkit("kit", [add]), context=ToolContext(secrets={"KEY": SECRET}))
+    token = "sk-" + "a1B2c3D4e5" * 3
+
+    async def scenario() -> None:
+        async with mcp.Client(server, mode=mode) as client:  # type: ignore[arg-type]
+            await client.call_tool(SECRET, {})
+            await client.call_tool(token, {})
+            await client.call_tool("ADD", {"a": 1})
+
+    run(scenario())
+
+    served = [each for each in otel.spans() if each.kind is not SpanKind.CLIENT]
+    recorded = "\n".join(each.to_json() for each in served)
+    assert SECRET not in recorded
+    assert token not in recorded
+    names = [each.name for each in served if each.kind is SpanKind.SERVER]
+    assert names.count("tools/call _unknown") == 2
+    assert "tools/call add" in names
+    unknown = [each for each in served if each.name == "tools/call _unknown"]
+    assert all(each.attributes["gen_ai.tool.name"] == "_unknown" for each in unknown)
+    assert all(each.attributes["error.type"] == "tool_error" for each in unknown)

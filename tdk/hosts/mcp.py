@@ -20,6 +20,15 @@ the default policies), so retries, limits and breakers apply, and its result bec
   hosts that act on them. Invalid arguments and unknown tools are such results, not protocol
   errors: the model can fix them.
 
+What a server holds is bounded: ``max_in_flight`` calls at once, and ``max_unread`` answers a
+client has not read; a call past either bound is answered at once with a retryable
+``TOOL_RUNTIME_BULKHEAD_FULL`` result (see :mod:`tdk.hosts._mcp_load`). A value the client's
+JSON reader could not read back (nested deeper than it reads) is that call's
+``TOOL_RUNTIME_BAD_OUTPUT_VALUE``, on every transport. Over stdio, tdk's own transport
+(:mod:`tdk.hosts._mcp_stdio`) answers every request that carries an id, even one the SDK's
+reader refuses. Each message's SERVER span is tdk's (:mod:`tdk.hosts._mcp_spans`): failing
+telemetry never costs a message.
+
 See ``docs/mcp.md``.
 """
 
@@ -39,27 +48,33 @@ try:
     from mcp import types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
-    from mcp.server.stdio import stdio_server
+    from mcp.server.models import InitializationOptions
     from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+    from mcp.shared.message import SessionMessage
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
     raise ImportError(
         "tdk.hosts.mcp needs the mcp package: pip install 'tdk-tools[mcp]'"
     ) from missing
 
-from pydantic_core import to_json
+
+from pydantic_core import PydanticSerializationError, to_json
 
 from tdk import __version__
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
-from tdk._error_info import make_error_info
 from tdk._execute import failure_result, shown_name
-from tdk._model_text import error_fields, sendable
+from tdk._json_safe import utf8_copy
 from tdk._result import ToolResult
 from tdk._streams import flush_stdout
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
-from tdk.errors import FatalToolError, ToolOutputError
+from tdk.errors import FatalToolError
+from tdk.hosts._mcp_answer import answer
+from tdk.hosts._mcp_load import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNREAD, Load
 from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
+from tdk.hosts._mcp_spans import ServerSpans
+from tdk.hosts._mcp_stdio import stdio_streams
 from tdk.hosts._source import Source, rendered
 from tdk.runner import ToolRunner
 
@@ -91,57 +106,7 @@ def result(
         wrapped = output_is_wrapped(definition)
     else:
         wrapped = type(tool_result.value) is not dict
-    return types.CallToolResult.model_validate(_answer(tool_result, wrapped=wrapped))
-
-
-def _answer(tool_result: ToolResult, *, wrapped: bool) -> dict[str, Any]:
-    """The ``CallToolResult`` of ``tool_result`` in its wire form (as :func:`result` says)."""
-    error = tool_result.error
-    if error is None:
-        value, shown = sendable(tool_result.value)
-        if not wrapped and type(value) is not dict:  # an output schema that says "object" wrongly
-            return _answer(_bad_output(tool_result), wrapped=False)
-        return {
-            **_DEFAULTS,
-            "content": [{"type": "text", "text": shown}],
-            "structuredContent": {"result": value} if wrapped else value,
-            "isError": False,
-        }
-    fields = error_fields(error)  # (the texts redacted once more, as the model reads them)
-    text = [{"type": "text", "text": to_json(fields).decode()}]
-    facts = {
-        "kind": fields["kind"],
-        "category": error.category.value,
-        "retryable": error.retryable,
-        "retry_after_ms": fields.get("retry_after_ms"),
-        "status_code": error.status_code,
-        "additional_prompt_content": fields.get(
-            "additional_prompt_content", error.additional_prompt_content
-        ),
-    }
-    return {**_DEFAULTS, "content": text, "isError": True, "_meta": {"tdk/error": facts}}
-
-
-def _bad_output(tool_result: ToolResult) -> ToolResult:
-    """The failed result of a tool whose value is not the object its output schema says."""
-    return tool_result.model_copy(
-        update={
-            "value": None,
-            "error": make_error_info(
-                ToolOutputError,
-                "The tool failed: it returned a result that does not match its declared type.",
-                tool_result.tool,
-                details={"reason": "the output schema says object; the value is not one"},
-            ),
-        }
-    )
-
-
-#: The fields of an empty ``CallToolResult`` in their wire form (``resultType`` in the SDK's
-#: protocol versions that have it), read from the SDK installed.
-_DEFAULTS: Final = types.CallToolResult(content=[]).model_dump(
-    by_alias=True, mode="json", exclude_none=True, exclude={"content", "is_error"}
-)
+    return types.CallToolResult.model_validate(answer(tool_result, wrapped=wrapped))
 
 
 def server(
@@ -150,6 +115,8 @@ def server(
     runner: ToolRunner | None = None,
     context: ContextSource = None,
     name: str | None = None,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_unread: int = DEFAULT_MAX_UNREAD,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) offering the tools of ``source``.
 
@@ -158,67 +125,131 @@ def server(
     one, a ``ToolRunner`` with its defaults (no retries, no limits: give one to have them).
     ``context`` is the ``ToolContext`` of every call, or a function returning one per call.
     ``name`` defaults to the toolkit's.
+
+    ``max_in_flight`` bounds the calls running at once, and ``max_unread`` the messages
+    written to a client and not yet read by it (over ``server.run()``'s streams: stdio, or
+    your own); a call past either bound is answered at once with a retryable
+    ``TOOL_RUNTIME_BULKHEAD_FULL`` result, the tool not run.
     """
     toolkit = _toolkit_of(source, runner, name)
-    running = runner if runner is not None else ToolRunner(toolkit)
-    wraps: dict[str, bool] = {}  # tool name -> whether its value goes out as {"result": ...}
+    calls = _Calls(
+        toolkit,
+        runner if runner is not None else ToolRunner(toolkit),
+        context,
+        Load(max_in_flight, max_unread),
+    )
+    served = _Served(
+        name or toolkit.name,
+        version=toolkit.version or __version__,
+        description=toolkit.description,
+        get_tool_input_schema=calls.input_schema,
+        on_list_tools=calls.list_tools,
+        on_call_tool=calls.call_tool,
+    )
+    served.load = calls.load
+    # The SDK's own span of each message is unguarded and records what a client sent as a
+    # tool name: tdk's takes its place (see tdk.hosts._mcp_spans).
+    served.middleware = [ServerSpans(toolkit, context)]
+    return served
+
+
+class _Calls:
+    """The handlers of one server: ``tools/list`` and ``tools/call``."""
+
+    __slots__ = ("context", "load", "runner", "toolkit", "wraps")
+
+    def __init__(
+        self, toolkit: Toolkit, runner: ToolRunner, context: ContextSource, load: Load
+    ) -> None:
+        self.toolkit = toolkit
+        self.runner = runner
+        self.context = context
+        self.load = load
+        self.wraps: dict[str, bool] = {}  # tool -> whether its value goes out as {"result": ...}
 
     async def list_tools(
-        _request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+        self, _request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools(toolkit))
+        """The tools, as MCP lists them."""
+        return types.ListToolsResult(tools=tools(self.toolkit))
 
     async def call_tool(
-        request: ServerRequestContext[Any], params: types.CallToolRequestParams
+        self, request: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        """The answer to one call, in its wire form: the SDK takes a handler's result as a
+        dict too, and validates it (once, instead of a model built here and dumped there)."""
         call_id = None if request.request_id is None else str(request.request_id)
-        started = time.perf_counter()
-        try:
-            each = await _context_for_call(context)
-            outcome = await running.run(
-                params.name, params.arguments, context=each, call_id=call_id
-            )
-        except (Exception, SystemExit, KeyboardInterrupt) as broken:
-            # A tool body that exits (argparse on the model's input), a context function or
-            # a state store that fails: the call's answer, never the server's end.
-            outcome = failure_result(
-                shown_name(params.name, None),
-                broken
-                if isinstance(broken, SystemExit | KeyboardInterrupt)
-                else FatalToolError(
-                    "The call failed outside the tool.",
-                    developer_message=f"{type(broken).__name__} from the context or the runner",
-                ),
-                call_id=call_id,
-                context=None,
-                attempts=0,
-                started=started,
-                include_stacktrace=False,
-            )
+        outcome = await self._outcome(params, call_id)
+        wraps = self.wraps
         wrapped = outcome.error is None and (
             wraps[outcome.tool]
             if outcome.tool in wraps
             else wraps.setdefault(
-                outcome.tool, output_is_wrapped(toolkit.get(outcome.tool).definition)
+                outcome.tool, output_is_wrapped(self.toolkit.get(outcome.tool).definition)
             )
         )
-        # The wire form: the SDK takes a handler's result as a dict too, and validates it
-        # (once, instead of a model built here and dumped there).
-        return cast(types.CallToolResult, _answer(outcome, wrapped=wrapped))
+        return cast(types.CallToolResult, answer(outcome, wrapped=wrapped))
 
-    def input_schema(tool_name: str) -> Mapping[str, Any] | None:
-        # (the SDK checks a modern client's Mcp-Param headers with it, instead of listing
-        # every tool on every call)
+    async def _outcome(
+        self, params: types.CallToolRequestParams, call_id: str | None
+    ) -> ToolResult:
+        """The result of the call: run by the runner, or refused (the server is busy), or the
+        failure of what went wrong outside the tool."""
+        started = time.perf_counter()
+        load = self.load
+        failed: BaseException | None = load.refusal()
+        if failed is None:
+            load.running += 1
+            try:
+                each = await _context_for_call(self.context)
+                return await self.runner.run(
+                    params.name, params.arguments, context=each, call_id=call_id
+                )
+            except (SystemExit, KeyboardInterrupt) as stopped:
+                # A tool body that exits (argparse on the model's input): the call's answer,
+                # never the server's end.
+                failed = stopped
+            except Exception as broken:  # a context function or a state store that fails
+                failed = FatalToolError(
+                    "The call failed outside the tool.",
+                    developer_message=f"{type(broken).__name__} from the context or the runner",
+                )
+            finally:
+                load.running -= 1
+        return failure_result(
+            shown_name(params.name, None),
+            failed,
+            call_id=call_id,
+            context=None,
+            attempts=0,
+            started=started,
+            include_stacktrace=False,
+        )
+
+    def input_schema(self, tool_name: str) -> Mapping[str, Any] | None:
+        """A tool's input schema, or None for an unknown name. (The SDK checks a modern
+        client's Mcp-Param headers with it, instead of listing every tool on every call.)"""
+        toolkit = self.toolkit
         return toolkit.get(tool_name).definition.input_schema if tool_name in toolkit else None
 
-    return Server(
-        name or toolkit.name,
-        version=toolkit.version or __version__,
-        description=toolkit.description,
-        get_tool_input_schema=input_schema,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+
+class _Served(Server[Any]):
+    """The SDK's low-level server, counting in its :class:`~tdk.hosts._mcp_load.Load` the
+    messages each connection's write stream has not taken yet."""
+
+    load: Load
+
+    async def run(
+        self,
+        read_stream: ReadStream[SessionMessage | Exception],
+        write_stream: WriteStream[SessionMessage],
+        initialization_options: InitializationOptions,
+        raise_exceptions: bool = False,
+    ) -> None:
+        """Serve one connection over the two streams (the SDK's ``run``)."""
+        await super().run(
+            read_stream, self.load.counted(write_stream), initialization_options, raise_exceptions
+        )
 
 
 async def _context_for_call(context: ContextSource) -> ToolContext | None:
@@ -241,18 +272,31 @@ async def serve(
     runner: ToolRunner | None = None,
     context: ContextSource = None,
     name: str | None = None,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_unread: int = DEFAULT_MAX_UNREAD,
 ) -> None:
     """Serve the tools of ``source`` until the client goes (stdio) or the task is cancelled:
     over the process's stdin and stdout, or, with ``transport="http"``, over streamable HTTP
-    at ``http://{host}:{port}/mcp``. The other options are :func:`server`'s."""
-    mcp_server = server(source, runner=runner, context=context, name=name)
+    at ``http://{host}:{port}/mcp``. The other options are :func:`server`'s (``max_unread``
+    applies to stdio: over HTTP each answer has a response of its own)."""
+    mcp_server = cast(
+        _Served,
+        server(
+            source,
+            runner=runner,
+            context=context,
+            name=name,
+            max_in_flight=max_in_flight,
+            max_unread=max_unread,
+        ),
+    )
     if transport == "stdio":
-        async with stdio_server() as (read, write):  # (fd 1 goes to stderr meanwhile)
+        async with stdio_streams(mcp_server.load) as (read, write):  # (fd 1 to stderr meanwhile)
             try:
                 await mcp_server.run(read, write, mcp_server.create_initialization_options())
             finally:
-                # What tools printed and Python still buffers goes to stderr now: once the
-                # SDK points fd 1 back at the protocol, it would reach the client.
+                # What tools printed and Python still buffers goes to stderr now: once fd 1
+                # is pointed back at the protocol, it would reach the client.
                 flush_stdout()
         return
     if transport != "http":
@@ -326,7 +370,12 @@ def context_from_environment(
 
 
 def _mcp_tool_object(definition: ToolDefinition) -> types.Tool:
-    return types.Tool.model_validate(mcp_tool(definition))
+    shape = mcp_tool(definition)
+    try:  # (once per toolkit: the listing is kept)
+        to_json(shape)
+    except PydanticSerializationError:  # a lone surrogate in a description: U+FFFD, as in a
+        shape = utf8_copy(shape)  # value (the listing could not be written at all)
+    return types.Tool.model_validate(shape)
 
 
 def _toolkit_of(source: Source, runner: ToolRunner | None, name: str | None) -> Toolkit:
