@@ -99,7 +99,7 @@ def _bad_output(tool_result: ToolResult, why: tuple[str, str]) -> ToolResult:
     as every failure of a call is (one line)."""
     message, reason = why
     error = make_error_info(ToolOutputError, message, tool_result.tool, details={"reason": reason})
-    _log_failure(error)
+    _log_failure(error, tool_result.call_id, (), None)
     return tool_result.model_copy(update={"value": None, "error": error})
 
 
