@@ -43,9 +43,10 @@ class ToolAnnotations(BaseModel):
     """What calling a tool does to the world, with the meanings and defaults of MCP's tool
     annotations (``@tool(read_only=..., idempotent=..., destructive=..., open_world=...)``).
 
-    The runner reads them: a tool that is neither read-only nor idempotent is retried only
-    after failures where the upstream certainly did not act (``docs/runner.md``). Hosts show
-    them (MCP's ``readOnlyHint``, ``idempotentHint``, ``destructiveHint``, ``openWorldHint``).
+    Execution and the runner read them: a tool that is neither read-only nor idempotent is
+    retried, or offered to the model as retryable, only after failures where the upstream
+    certainly did not act (``docs/execution.md``, ``docs/runner.md``). Hosts show them (MCP's
+    ``readOnlyHint``, ``idempotentHint``, ``destructiveHint``, ``openWorldHint``).
 
     .. versionadded:: 0.1.0
     """
@@ -145,6 +146,9 @@ class ToolSpec:
     has a number or an untyped part, or code of the type's own validates or serializes part
     of it): execution then checks that JSON can carry them (no NaN, no infinity, no integer
     too long to write out)."""
+    writes: bool = True
+    """Whether the tool may write: neither read-only nor idempotent. A failure of its call
+    that may have acted is then not offered for repeating (see :mod:`tdk._writes`)."""
     parameter_names: tuple[str, ...] = field(init=False)
     """The advertised argument names, in order, as an input error lists them; derived from
     ``input_model``."""

@@ -1,10 +1,11 @@
 """What the requests of the current attempt of a call may have done upstream.
 
-The runner retries a tool that may write only where the upstream certainly did not act: a
-rate limit (the upstream refused), or a connection that failed before its request left. That
-is only certain when no other request of the same attempt may have reached an upstream: a
-write whose answer timed out, a redirect followed, a request still in flight beside the one
-that failed. tdk's HTTP hooks note each request here, and the runner asks.
+A failure of a tool that may write is repeatable (by a runner, or offered as retryable to
+the model) only where the upstream certainly did not act: a rate limit (the upstream
+refused), or a connection that failed before its request left (see :mod:`tdk._writes`).
+That is only certain when no other request of the same attempt may have reached an
+upstream: a write whose answer timed out, a redirect followed, a request still in flight
+beside the one that failed. tdk's HTTP hooks note each request here, and execution asks.
 
 For a client tdk is installed on (:func:`tdk.http.install`), a request counts from the moment
 its ``request`` event fires (just before it is sent: that alone does not prove it left) until
@@ -16,24 +17,30 @@ answers: each counts when it arrives.
 
 The count lives in a context variable, one :class:`Exchanges` per attempt, so the tasks and
 tdk's worker threads of a tool share it; a request is marked with the record that counted it,
-so that a late report of an attempt that ended goes to that attempt, not the next.
+so that a late report of an attempt that ended goes to that attempt, not the next. Only tdk's
+HTTP hooks note requests: until they are loaded (:data:`NOTING`), a record could only stay
+empty, and execution makes none (a call that writes nothing over HTTP pays nothing).
 """
 
 from __future__ import annotations
 
 import contextlib
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Final
 
 __all__ = [
     "CURRENT",
+    "NOTHING_NOTED",
+    "NOTING",
     "NOT_SENT",
     "Exchanges",
+    "Noting",
     "never_sent",
     "note_failure",
     "note_refusal",
     "note_response",
     "note_sending",
+    "unwatch",
 ]
 
 
@@ -47,13 +54,46 @@ class Exchanges:
         """Requests sent (or whose sending is not known to have failed) and not refused."""
 
     def add(self, other: Exchanges) -> None:
-        """Count the requests of ``other`` (a call made from inside this attempt, through a
-        runner) as this attempt's own: the outer call acted when the inner one did."""
+        """Count the requests of ``other`` (a call made from inside this attempt, watched on
+        its own) as this attempt's own: the outer call acted when the inner one did."""
         self.reached += other.reached
 
 
-#: The record of the attempt running in this context, while a runner watches one.
+#: The record of a call whose requests nothing could note (tdk's HTTP hooks not loaded):
+#: empty for good (it is never made current).
+NOTHING_NOTED: Final = Exchanges()
+
+#: The record of the attempt running in this context, while one is watched.
 CURRENT: Final[ContextVar[Exchanges | None]] = ContextVar("tdk_exchanges", default=None)
+
+
+class Noting:
+    """Whether a request can be noted at all in this process."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+        """Set when tdk's HTTP hooks (the only code that notes requests) are loaded."""
+
+
+#: Whether tdk's HTTP hooks are loaded: before that, nothing can be noted, and execution
+#: watches no call (a record would stay empty).
+NOTING: Final = Noting()
+
+
+def unwatch(token: Token[Exchanges | None], exchanges: Exchanges) -> None:
+    """End the watch ``token`` began (``CURRENT.set(exchanges)``), and count the requests of
+    ``exchanges`` for the attempt around it, if any: a tool that calls another (directly or
+    through a runner) acted when the inner one did."""
+    outer = token.old_value  # (the record around this one, whatever context this ends in)
+    if type(outer) is Exchanges:
+        outer.add(exchanges)
+    try:  # (not contextlib.suppress(), which would cost more than the rest)
+        CURRENT.reset(token)
+    except ValueError:  # ended in another context (a future-like object of the body's own
+        return  # woke its task outside the task's context): nothing to undo here
+
 
 #: httpx exception classes (by name, for ``httpx2`` too) raised before a request left: no
 #: connection was made (refused, unresolvable, a connect timeout, no connection free in the

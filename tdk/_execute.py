@@ -3,8 +3,10 @@
 A call goes arguments -> requirements -> validation -> function -> output validation ->
 ``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._mapping` ->
 :meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``; arguments that
-do not validate are described by :mod:`tdk._arguments`. Everything that needs reflection was
-done by ``@tool``; nothing here inspects the function.
+do not validate are described by :mod:`tdk._arguments`. A failure of a tool that may write
+which may have acted is not offered for repeating (:mod:`tdk._writes`: what the body's
+requests did is noted while it runs, :mod:`tdk._exchanges`). Everything that needs reflection
+was done by ``@tool``; nothing here inspects the function.
 
 This is the hot path of every call, and is written to cost little above pydantic's own
 validate-call-serialise floor (``bench/bench_execute.py`` measures it). So: pydantic's core
@@ -43,6 +45,7 @@ from tdk._arguments import (
 from tdk._context import ToolContext, secrets_of
 from tdk._default import DEFAULT, Default
 from tdk._error_info import error_info_from_exception
+from tdk._exchanges import CURRENT, NOTHING_NOTED, NOTING, Exchanges, unwatch
 from tdk._json_safe import utf8_copy
 from tdk._mapping import describe, to_tool_error
 from tdk._records import maker
@@ -51,6 +54,7 @@ from tdk._result import ToolResult
 from tdk._seconds import finite, shown
 from tdk._threads import DROPPED, FINISHED, Job, run_in_worker
 from tdk._time_limit import await_coroutine, await_job
+from tdk._writes import may_have_acted, not_repeated
 from tdk.errors import (
     ErrorInfo,
     ErrorKind,
@@ -105,11 +109,13 @@ async def execute(
     include_stacktrace: bool = False,
     lingering: list[Job] | None = None,
     attempt: tuple[int, int] | None = None,
+    exchanges: Exchanges | None = None,
 ) -> ToolResult:
     """Run one call of a tool and return its result; only the caller's cancellation,
     ``KeyboardInterrupt``, ``SystemExit`` and (before anything runs) a ``TypeError`` or
     ``ValueError`` for a wrong ``call_id`` or ``timeout`` escape. ``lingering``: see
-    :func:`_wait_for`; ``attempt``: ``(n, of)``, attempt ``n`` of a runner's call (logged)."""
+    :func:`_wait_for`. A runner passes ``attempt=(n, of)`` (logged) and ``exchanges``, its
+    record of the attempt's requests (:mod:`tdk._exchanges`): it judges a failure itself."""
     start = perf_counter()
     if (call_id is not None and type(call_id) is not str) or (
         timeout is not DEFAULT
@@ -117,9 +123,10 @@ async def execute(
         and (type(timeout) is not float or not 0.0 < timeout < math.inf)
     ):
         timeout = _checked_options(call_id, timeout)
-    # The call's secrets are scrubbed from every text redacted while it runs, not only its result.
     secrets = () if context is None else secrets_of(context)
-    ambient = call_secrets(secrets) if secrets else None
+    ambient = call_secrets(secrets) if secrets else None  # (scrubbed from all it redacts)
+    watched = exchanges or (Exchanges() if spec.writes and NOTING.on else None)  # a write's own
+    watching = None if watched is None else (CURRENT.set(watched), watched)
     try:
         attempts = 0
         job: Job | None = None
@@ -150,29 +157,26 @@ async def execute(
         except BaseException as exc:
             if task is not None and task.cancelling() > cancelling:
                 _raise_if_cancelling(exc)  # the caller is being cancelled: never swallow that
-            failure: BaseException = exc
-        else:
-            if _RELIABLE_CANCELLING and task is not None and task.cancelling() > cancelling:
-                # The body swallowed its caller's cancellation (tested on Python 3.13 and up).
-                raise asyncio.CancelledError  # pragma: no cover
-            return _result(name, call_id, output, None, attempts, started=start)
-        result = failure_result(
-            name,
-            failure,
-            call_id=call_id,
-            context=context,
-            attempts=0 if job is not None and job.state is DROPPED else attempts,
-            started=start,
-            include_stacktrace=include_stacktrace,
-            attempt=attempt,
-        )
-        # The exception's traceback holds this frame, which holds the exception: without this,
-        # every failed call would leave a reference cycle for the garbage collector.
-        del failure
-        return result
+            return failure_result(  # (in here: leaving it unbinds exc, no reference cycle)
+                name,
+                exc,
+                call_id=call_id,
+                context=context,
+                attempts=0 if job is not None and job.state is DROPPED else attempts,
+                started=start,
+                include_stacktrace=include_stacktrace,
+                attempt=attempt,
+                writes=watched or NOTHING_NOTED if spec.writes and exchanges is None else None,
+            )
+        if _RELIABLE_CANCELLING and task is not None and task.cancelling() > cancelling:
+            # The body swallowed its caller's cancellation (tested on Python 3.13 and up).
+            raise asyncio.CancelledError  # pragma: no cover
+        return _result(name, call_id, output, None, attempts, started=start)
     finally:
         if ambient is not None:
             end_call_secrets(ambient)
+        if watching is not None:
+            unwatch(*watching)
 
 
 def _validated(
@@ -237,11 +241,15 @@ def failure_result(
     started: float,
     include_stacktrace: bool,
     attempt: tuple[int, int] | None = None,
+    writes: Exchanges | None = None,
 ) -> ToolResult:
     """The result of a call that failed with ``exc``: classified, redacted and logged once.
 
     ``started`` is the ``perf_counter()`` reading at the start of the call; ``attempt`` is
-    ``(n, of)`` for an attempt of a runner's call.
+    ``(n, of)`` for an attempt of a runner's call. ``writes``: for a call of a tool that may
+    write, that no runner judges, what its requests may have done (:mod:`tdk._exchanges`):
+    a failure after its body started (``attempts``) that may have acted is then not offered
+    for repeating (:mod:`tdk._writes`).
     """
     secrets = secrets_of(context)
     try:
@@ -251,6 +259,8 @@ def failure_result(
     except Exception as unreadable:  # pragma: no cover (a bug of tdk's: no known exception
         # reaches here any more; tests/test_execute_hostile.py lists those that did)
         info = _type_only_failure(exc, name, unreadable)
+    if writes is not None and attempts and info.retryable and may_have_acted(info, writes):
+        info = info.model_copy(update=not_repeated(info))  # the write may have happened
     return _logged_failure(name, info, call_id, attempts, started, log=(secrets, attempt))
 
 

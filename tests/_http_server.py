@@ -1,13 +1,16 @@
 """A real HTTP server on 127.0.0.1 (stdlib ``http.server`` in a thread) for the hook tests.
 
 Each route answers the way a real API or proxy does; ``Date`` headers are fixed so that
-absolute times give exact waits.
+absolute times give exact waits. :class:`Writes` is a tracker that counts the writes it
+receives, for the tests of writes that may have happened.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -213,3 +216,92 @@ def serve() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+class Writes:
+    """A tracker on 127.0.0.1 that counts the writes it receives (``POST /<how>``).
+
+    ``/lost``: the write is received, its answer held back past the client's read timeout;
+    ``/reset``: received, then the connection closed unanswered; ``/held``: received, its
+    answer held back until the test ends; ``/limited``: a 429 (``Retry-After: 0``), sent
+    once as many writes arrived as ``/limited`` requests, so a parallel write is certainly
+    received first; ``/quota``: a 429 at once; ``/down``: received, then answered 503. A
+    ``GET`` or a ``PUT`` (not counted) has its answer held back like ``/lost``.
+    """
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.limited = 0
+        self.changed = threading.Condition()
+        self.release = threading.Event()
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet."""
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                how = self.path.strip("/")
+                if how == "quota":
+                    self._answer(429, {"Retry-After": "0"})
+                    return
+                if how == "limited":
+                    with upstream.changed:
+                        upstream.limited += 1
+                        upstream.changed.wait_for(
+                            lambda: upstream.writes >= upstream.limited, timeout=30
+                        )
+                    self._answer(429, {"Retry-After": "0"})
+                    return
+                with upstream.changed:
+                    upstream.writes += 1
+                    upstream.changed.notify_all()
+                if how == "reset":
+                    self.close_connection = True  # no answer at all
+                    return
+                if how == "down":
+                    self._answer(503, {})
+                    return
+                upstream.release.wait(30)  # /lost and /held: an answer that comes too late
+                self._answer(201, {})
+
+            def do_GET(self) -> None:
+                upstream.release.wait(30)  # an answer that comes too late
+                self._answer(200, {})
+
+            def do_PUT(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                self.do_GET()
+
+            def _answer(self, status: int, headers: dict[str, str]) -> None:
+                self.send_response_only(status)
+                for name, value in {**headers, "Content-Length": "0"}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+
+        self.handler = Handler
+
+    @contextlib.contextmanager
+    def serve(self) -> Iterator[str]:
+        """Run on a free port of 127.0.0.1; yield the base URL."""
+        server = Server(("127.0.0.1", 0), self.handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            self.release.set()
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A port of 127.0.0.1 bound but not listening: a connect to it is refused."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]

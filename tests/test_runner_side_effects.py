@@ -11,17 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Annotated, Any
 
 import httpx
 import pytest
-from _http_server import Server
+from _http_server import Writes, refused_port
 
 import tdk.http
 from tdk import RetryPolicy, Tool, ToolContext, Toolkit, ToolResult, ToolRunner, tool
@@ -465,81 +463,11 @@ def test_a_nested_runner_retrying_a_read_keeps_the_write_from_repeating() -> Non
 # --- what was sent, not only what was answered: a real server on 127.0.0.1 ------------------
 
 
-class Writes:
-    """A tracker on 127.0.0.1 that counts the writes it receives (``POST /<how>``).
-
-    ``/lost``: the write is received, its answer held back past the client's read timeout;
-    ``/reset``: received, then the connection closed unanswered; ``/held``: received, its
-    answer held back until the test ends; ``/limited``: a 429 (``Retry-After: 0``), sent
-    once as many writes arrived as ``/limited`` requests, so a parallel write is certainly
-    received first; ``/quota``: a 429 at once.
-    """
-
-    def __init__(self) -> None:
-        self.writes = 0
-        self.limited = 0
-        self.changed = threading.Condition()
-        self.release = threading.Event()
-        upstream = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                """Quiet."""
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                how = self.path.strip("/")
-                if how == "quota":
-                    self._answer(429, {"Retry-After": "0"})
-                    return
-                if how == "limited":
-                    with upstream.changed:
-                        upstream.limited += 1
-                        upstream.changed.wait_for(
-                            lambda: upstream.writes >= upstream.limited, timeout=30
-                        )
-                    self._answer(429, {"Retry-After": "0"})
-                    return
-                with upstream.changed:
-                    upstream.writes += 1
-                    upstream.changed.notify_all()
-                if how == "reset":
-                    self.close_connection = True  # no answer at all
-                    return
-                upstream.release.wait(30)  # /lost and /held: an answer that comes too late
-                self._answer(201, {})
-
-            def _answer(self, status: int, headers: dict[str, str]) -> None:
-                self.send_response_only(status)
-                for name, value in {**headers, "Content-Length": "0"}.items():
-                    self.send_header(name, value)
-                self.end_headers()
-
-        self.handler = Handler
-
-    @contextlib.contextmanager
-    def serve(self) -> Iterator[str]:
-        """Run on a free port of 127.0.0.1; yield the base URL."""
-        server = Server(("127.0.0.1", 0), self.handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            self.release.set()
-            server.shutdown()
-            server.server_close()
-            thread.join()
-
-
 @pytest.fixture
 def closed_port() -> Iterator[int]:
     """A port of 127.0.0.1 bound but not listening: a connect to it is refused."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield held.getsockname()[1]
+    with refused_port() as port:
+        yield port
 
 
 #: The client's read timeout: the answer to ``/lost`` comes long after it.

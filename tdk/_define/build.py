@@ -151,6 +151,7 @@ def define_tool(
         output_numbers=(
             may_hold_numbers(output_schema) or core_may_hold_numbers(adapter.core_schema)
         ),
+        writes=not annotations.repeatable,
     )
     return definition, spec
 

@@ -29,7 +29,7 @@ from typing import Any, Final, Protocol, TypeVar
 import httpx
 from httpx._auth import FunctionAuth
 
-from tdk._exchanges import note_failure, note_refusal, note_response, note_sending
+from tdk._exchanges import NOTING, note_failure, note_refusal, note_response, note_sending
 from tdk._redact import call_secrets, end_call_secrets
 from tdk.errors import ErrorCategory, UpstreamError
 from tdk.http._body import (
@@ -45,6 +45,10 @@ from tdk.http._logging import redact_httpx_logs
 from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS
 
 _LOG: Final = logging.getLogger("tdk.http")
+
+# From now on the hooks may note a call's requests: execution watches the calls of tools that
+# may write (see tdk._exchanges).
+NOTING.on = True
 
 EventHook = Callable[..., Any]
 

@@ -36,6 +36,7 @@ from tdk._telemetry import active, counted, event, traced_attempt
 from tdk._threads import Job
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
+from tdk._writes import may_have_acted, not_repeated
 from tdk.errors import (
     ErrorInfo,
     ErrorKind,
@@ -71,7 +72,6 @@ from tdk.runner._refusals import (
 from tdk.runner._scopes import context_values, scope_fields, scope_key
 from tdk.runner._stats import REFUSAL_KINDS, Counters, RunnerStats
 from tdk.runner._store import CALL_DEADLINE, CallDeadline, InMemoryStore, StateStore
-from tdk.runner._writes import not_repeated, upstream_did_not_act, watched
 
 __all__ = ["ToolCall", "ToolRunner"]
 
@@ -571,12 +571,11 @@ class ToolRunner:
                         limit, waited = admitted if deadline is not None else limit, True
                 tries += 1
                 self._counters.retries += last is not None
-                running = self._start(
-                    plan, arguments, caller, tries, limit=limit, lingering=lingering
-                )
                 # What this attempt's requests may do upstream, for a tool that may write.
                 exchanges = Exchanges() if plan.watched else None
-                result = await (running if exchanges is None else watched(running, exchanges))
+                result = await self._start(
+                    plan, arguments, caller, tries, exchanges, limit=limit, lingering=lingering
+                )
             finally:  # the circuit's ticket, used or handed back
                 opened = False
                 if ticket is not None:
@@ -610,12 +609,14 @@ class ToolRunner:
         arguments: Arguments,
         caller: _Caller,
         tries: int,
+        exchanges: Exchanges | None,
         *,
         limit: float | Default | None,
         lingering: list[Job] | None,
     ) -> Coroutine[Any, Any, ToolResult]:
         """Attempt number ``tries`` of the call ``caller``, with the time limit ``limit``,
-        traced (not started: the coroutine to await)."""
+        its requests noted in ``exchanges`` (if any), traced (not started: the coroutine to
+        await)."""
         context, call_id, _ = caller
         attempt = execute(
             plan.tool.fn,
@@ -628,6 +629,7 @@ class ToolRunner:
             include_stacktrace=self.toolkit.include_stacktrace,
             lingering=lingering,
             attempt=(tries, plan.attempts_allowed),
+            exchanges=exchanges,
         )
         return traced_attempt(attempt, plan.name, tries)
 
@@ -799,9 +801,10 @@ class ToolRunner:
         details saying why there is none (nothing, for an error not to retry)."""
         if not error.retryable or error.kind in _NEVER_REPEATED:
             return {}
-        if not plan.repeatable and not upstream_did_not_act(error, exchanges):
+        if not plan.repeatable and may_have_acted(error, exchanges):
             # A write may have happened: repeating it is the caller's decision, not ours (nor
-            # the model's, unaware: see _retries_stopped). Whatever the retry policy says.
+            # the model's, unaware: see _retries_stopped). Whatever the retry policy says. (The
+            # same rule as a call without a runner, tdk._writes: every front door agrees.)
             self._log(plan, caller, tries, error, reason="not_idempotent", wait=None)
             return {"retry_stopped": "not_idempotent"}
         retry = plan.policies.retry
