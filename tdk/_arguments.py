@@ -94,6 +94,23 @@ def validate_arguments(model: type[BaseModel], arguments: Arguments) -> BaseMode
     return validated
 
 
+def few_unknown_keys(spec: ToolSpec, arguments: dict[Any, Any]) -> tuple[dict[Any, Any], int]:
+    """``arguments`` holding more keys than the tool has parameters and an input error can
+    list (``spec.most_keys``), cut to their known keys and the first unknown ones (one more
+    than an error lists), and the number of unknown keys cut. An input error then costs the
+    same whatever the flood of keys a client sends (pydantic builds an error for each)."""
+    known = frozenset(spec.parameter_names)
+    kept: dict[Any, Any] = {}
+    unknown = 0
+    for key, value in arguments.items():
+        if key in known:
+            kept[key] = value
+        elif unknown <= MAX_LISTED_PROBLEMS:
+            kept[key] = value
+            unknown += 1
+    return kept, len(arguments) - len(kept)
+
+
 def null_failed(names: frozenset[str], found: list[ErrorDetails]) -> bool:
     """Whether validation failed on an argument of ``names`` (``ToolSpec.null_defaults``):
     it may have been a ``null`` meaning "not given" (a union reports one failure per member,
@@ -125,7 +142,11 @@ def _null_means_default(value: Any) -> Any:
 
 
 def invalid_arguments(
-    found: list[ErrorDetails], spec: ToolSpec, name: str, secrets: tuple[str, ...]
+    found: list[ErrorDetails],
+    spec: ToolSpec,
+    name: str,
+    secrets: tuple[str, ...],
+    unlisted: int = 0,
 ) -> ErrorInfo:
     """The error for arguments that did not validate: every field and what it expects.
 
@@ -135,7 +156,8 @@ def invalid_arguments(
     the value, is told as "is not valid". A field path is kept as it is only when it names a
     parameter; any other path may carry what the model sent (an unknown key, a key of a
     mapping), so it is redacted (and cut), as is every message but pydantic's fixed texts. At
-    most :data:`MAX_LISTED_PROBLEMS` problems are described; the message counts the rest.
+    most :data:`MAX_LISTED_PROBLEMS` problems are described; the message counts the rest
+    (and the ``unlisted`` unknown keys that :func:`few_unknown_keys` cut before validating).
     ``found`` is the ``ValidationError``'s ``errors()``; the error itself is dropped: its text
     quotes the submitted values.
     """
@@ -156,8 +178,9 @@ def invalid_arguments(
             problem = redact_text(_field_problem(error_type, text if own else None, field), secrets)
         errors.append({"field": field, "problem": problem})
         listed.append(f"'{field}' {problem}" if field else problem)
-    if len(found) > MAX_LISTED_PROBLEMS:
-        listed.append(f"and {len(found) - MAX_LISTED_PROBLEMS} more problems")
+    more = len(found) - len(errors) + unlisted
+    if more:
+        listed.append(f"and {more} more problems")
     message = (
         f"Invalid arguments: {'; '.join(listed)}. "
         f"Parameters: {', '.join(parameters) or 'none'}. "

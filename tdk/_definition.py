@@ -103,6 +103,11 @@ class ToolDefinition(BaseModel):
     """Name of the toolkit the definition was listed by; None for a lone tool."""
 
 
+#: Unknown argument keys validated as they are: pydantic builds an error per unknown key
+#: (about 2 us each), and an input error lists 20 problems at most.
+_UNKNOWN_KEYS_KEPT: Final = 32
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """Everything execution needs on each call, computed once by ``@tool``.
@@ -152,6 +157,9 @@ class ToolSpec:
     parameter_names: tuple[str, ...] = field(init=False)
     """The advertised argument names, in order, as an input error lists them; derived from
     ``input_model``."""
+    most_keys: int = field(init=False)
+    """The most keys an argument dict is validated with as it is: beyond that it holds a
+    flood of unknown keys, trimmed first (see :func:`tdk._arguments.few_unknown_keys`)."""
     plain: bool = field(init=False)
     """True when the validated model's fields are the function's keyword arguments as they
     are (no context parameter, no field named otherwise than its parameter): execution then
@@ -160,6 +168,7 @@ class ToolSpec:
     def __post_init__(self) -> None:
         names = (info.alias or name for name, info in self.input_model.model_fields.items())
         object.__setattr__(self, "parameter_names", tuple(names))
+        object.__setattr__(self, "most_keys", len(self.parameter_names) + _UNKNOWN_KEYS_KEPT)
         plain = not self.field_parameters and self.context_parameter is None
         object.__setattr__(self, "plain", plain)
 

@@ -36,6 +36,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from tdk._arguments import (
     Arguments,
+    few_unknown_keys,
     invalid_arguments,
     null_failed,
     unreadable_arguments,
@@ -183,8 +184,11 @@ def _validated(
     spec: ToolSpec, name: str, arguments: Arguments, secrets: tuple[str, ...]
 ) -> BaseModel | ErrorInfo:
     """The arguments validated by the tool's input model, or the error saying why not."""
+    unlisted = 0
     try:
         if type(arguments) is dict:  # a plain dict, as models send: straight to the validator
+            if len(arguments) > spec.most_keys:  # (a flood of unknown keys: cut it first)
+                arguments, unlisted = few_unknown_keys(spec, arguments)
             validated: BaseModel = spec.input_model.__pydantic_validator__.validate_python(
                 arguments
             )
@@ -202,7 +206,7 @@ def _validated(
             found = invalid.errors(include_url=False, include_input=False)
         except Exception as unreadable:  # (read again: it may fail this time)
             return unreadable_arguments(unreadable, spec, name)
-    return invalid_arguments(found, spec, name, secrets)
+    return invalid_arguments(found, spec, name, secrets, unlisted)
 
 
 def _checked_output(spec: ToolSpec, value: object) -> Any:
