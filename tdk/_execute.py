@@ -1,7 +1,7 @@
 """Running a tool: arguments in, one :class:`~tdk.ToolResult` out, whatever happens.
 
 A call goes arguments -> requirements -> validation -> function -> output validation ->
-``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._mapping` ->
+``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._failures.table` ->
 :meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``; arguments that
 do not validate are described by :mod:`tdk._arguments`. Everything that needs reflection was
 done by ``@tool``; nothing here inspects the function.
@@ -42,9 +42,11 @@ from tdk._arguments import (
 )
 from tdk._context import ToolContext, secrets_of
 from tdk._default import DEFAULT, Default
-from tdk._error_info import error_info_from_exception
-from tdk._json_safe import utf8_copy
-from tdk._mapping import describe, to_tool_error
+from tdk._failures.foreign import describe
+from tdk._failures.info import error_info_from_exception
+from tdk._failures.log_line import log_token
+from tdk._failures.table import to_tool_error
+from tdk._model_text import utf8_copy
 from tdk._records import maker
 from tdk._redact import call_secrets, end_call_secrets, redact_text
 from tdk._result import ToolResult
@@ -58,7 +60,6 @@ from tdk.errors import (
     ToolError,
     ToolOutputError,
     ToolRequirementError,
-    _log_token,
 )
 
 if TYPE_CHECKING:
@@ -309,7 +310,7 @@ def logged_call_id(call_id: str | None, secrets: tuple[str, ...]) -> str | None:
     forge a second record included). None for a call without one."""
     if call_id is None:
         return None
-    return _log_token(redact_text(call_id, secrets, limit=MAX_SHOWN_NAME))
+    return log_token(redact_text(call_id, secrets, limit=MAX_SHOWN_NAME))
 
 
 def _result(

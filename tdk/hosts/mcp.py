@@ -51,8 +51,8 @@ from pydantic_core import to_json
 from tdk import __version__
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
-from tdk._error_info import make_error_info
 from tdk._execute import failure_result, shown_name
+from tdk._failures.info import make_error_info
 from tdk._model_text import error_fields, sendable
 from tdk._result import ToolResult
 from tdk._streams import flush_stdout

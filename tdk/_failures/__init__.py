@@ -1,0 +1,31 @@
+"""The error pipeline: any exception, or any text, -> the :class:`~tdk.errors.ErrorInfo` a
+result carries, cleaned and redacted on the way.
+
+A failure flows one way through it::
+
+    exception ──> table ──> info ──> ErrorInfo
+                    │          │
+               httpx_rows   details, log_line
+
+- :mod:`~tdk._failures.table`: the one mapping table of ``docs/errors.md``; foreign
+  exceptions are looked up along their MRO, most specific class first. Its rows give a
+  :class:`~tdk._failures.mapped.Mapped` (:mod:`~tdk._failures.mapped`), the error before it is
+  made. The httpx rows (:mod:`~tdk._failures.httpx_rows`) are loaded with the first httpx
+  exception met: they need the classifier of :mod:`tdk.http`, which needs none of this
+  package, so defining and running tools never loads httpx.
+- :mod:`~tdk._failures.foreign`: what a foreign exception says, as text that is safe to keep
+  (the URLs and credentials of the requests it carries scrubbed).
+- :mod:`~tdk._failures.info`: the ``ErrorInfo`` of any exception (tdk's own read field by
+  field, never trusted) or of text in tdk's ``str()`` format.
+- :mod:`~tdk._failures.details`: copies of ``details`` that JSON takes, whatever a tool put
+  there, and their redaction.
+- :mod:`~tdk._failures.log_line`: an error as one line for operators.
+- :mod:`~tdk._failures.hidden`: the characters no text tdk shows may carry raw.
+- :mod:`~tdk._failures.link`: hands ``tdk.errors`` what it delegates to this package.
+
+``tdk.errors`` imports no tdk module: :meth:`ErrorInfo.from_exception
+<tdk.errors.ErrorInfo.from_exception>`, ``from_error_string``, ``to_log_line`` and the
+cleaning of ``details`` call through a slot of that module, which the ``tdk`` package fills
+(see :mod:`tdk.errors`). This file imports nothing, so that a module of :mod:`tdk.http` may
+read :mod:`~tdk._failures.hidden` without loading the rest.
+"""
