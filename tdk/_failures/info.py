@@ -22,7 +22,6 @@ from tdk._failures.table import map_foreign
 from tdk._records import maker
 from tdk._redact import redact_text
 from tdk.errors import (
-    _KIND_TABLE,
     DEFAULT_MAX_RETRY_ATTEMPTS,
     MAX_DEVELOPER_MESSAGE_CHARS,
     MAX_SAFE_INT,
@@ -137,7 +136,7 @@ def _mapped_record(
     if kind is None:  # the class's own kind: its category and retryability are class attributes
         category, retryable = cls.category, cls.retryable
     else:
-        category, retryable = _KIND_TABLE[kind]
+        category, retryable = kind.category, kind.default_retryable
     return {  # every field of ErrorInfo, in its order
         "error": cls.__name__,
         "kind": cls.kind if kind is None else kind,
