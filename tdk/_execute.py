@@ -44,7 +44,7 @@ from tdk._context import ToolContext, secrets_of
 from tdk._default import DEFAULT, Default
 from tdk._failures.foreign import describe
 from tdk._failures.info import error_info_from_exception
-from tdk._failures.log_line import log_token
+from tdk._failures.log_line import log_token as _log_token
 from tdk._failures.table import to_tool_error
 from tdk._model_text import utf8_copy
 from tdk._records import maker
@@ -310,7 +310,7 @@ def logged_call_id(call_id: str | None, secrets: tuple[str, ...]) -> str | None:
     forge a second record included). None for a call without one."""
     if call_id is None:
         return None
-    return log_token(redact_text(call_id, secrets, limit=MAX_SHOWN_NAME))
+    return _log_token(redact_text(call_id, secrets, limit=MAX_SHOWN_NAME))
 
 
 def _result(

@@ -824,7 +824,8 @@ class _Pipeline(Protocol):
 
 class _NotConnected:
     """The slot before the ``tdk`` package fills it, which it does as soon as this module is
-    bound to it: only a module loaded outside the package (by file path) sees this."""
+    bound to it: seen only by a module loaded outside the package (by file path), or by
+    another thread in the instant between the end of this module's first import and that."""
 
     def __getattr__(self, name: str) -> NoReturn:
         raise RuntimeError(

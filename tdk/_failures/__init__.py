@@ -1,18 +1,22 @@
 """The error pipeline: any exception, or any text, -> the :class:`~tdk.errors.ErrorInfo` a
 result carries, cleaned and redacted on the way.
 
-A failure flows one way through it::
+A failure goes exception -> the row of the mapping table for its class -> its fields, read
+and redacted -> ``ErrorInfo``. The modules, and what each uses (dotted: loaded on first need)::
 
-    exception ──> table ──> info ──> ErrorInfo
-                    │          │
-               httpx_rows   details, log_line
+    link ──> info ──> table ──> mapped ──> tdk.errors
+     │        │         ╎ (first httpx exception)
+     │        │         └╴╴> httpx_rows ──> tdk.http (its classifier)
+     │        ├──> foreign ╴╴> tdk.http (a request's credentials, when one is met)
+     │        └──> details
+     └──> log_line ──> hidden
 
 - :mod:`~tdk._failures.table`: the one mapping table of ``docs/errors.md``; foreign
   exceptions are looked up along their MRO, most specific class first. Its rows give a
-  :class:`~tdk._failures.mapped.Mapped` (:mod:`~tdk._failures.mapped`), the error before it is
-  made. The httpx rows (:mod:`~tdk._failures.httpx_rows`) are loaded with the first httpx
-  exception met: they need the classifier of :mod:`tdk.http`, which needs none of this
-  package, so defining and running tools never loads httpx.
+  :class:`~tdk._failures.mapped.Mapped`, the error before it is made. The httpx rows
+  (:mod:`~tdk._failures.httpx_rows`) are loaded with the first httpx exception met: they use
+  the classifier of :mod:`tdk.http`, which needs nothing of this package, and defining or
+  running tools must not load httpx.
 - :mod:`~tdk._failures.foreign`: what a foreign exception says, as text that is safe to keep
   (the URLs and credentials of the requests it carries scrubbed).
 - :mod:`~tdk._failures.info`: the ``ErrorInfo`` of any exception (tdk's own read field by
@@ -26,6 +30,6 @@ A failure flows one way through it::
 ``tdk.errors`` imports no tdk module: :meth:`ErrorInfo.from_exception
 <tdk.errors.ErrorInfo.from_exception>`, ``from_error_string``, ``to_log_line`` and the
 cleaning of ``details`` call through a slot of that module, which the ``tdk`` package fills
-(see :mod:`tdk.errors`). This file imports nothing, so that a module of :mod:`tdk.http` may
-read :mod:`~tdk._failures.hidden` without loading the rest.
+(see :mod:`tdk.errors`). This file imports nothing, so that :mod:`tdk.http` may read
+:mod:`~tdk._failures.hidden` without loading the rest.
 """
