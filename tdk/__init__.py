@@ -1,11 +1,15 @@
 """tdk: a tool-development kit for the functions that LLM agents call.
 
 Public names are re-exported here, each loaded from its module (``tdk.errors`` for the error
-tree) the first time it is used.
+tree) the first time it is used. The package also connects ``tdk.errors``, which imports no
+other tdk module, to the error pipeline (:mod:`tdk._failures`) that it delegates to: see
+:class:`_Package`.
 """
 
 import importlib
-from typing import TYPE_CHECKING
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0.dev0"
 
@@ -123,6 +127,33 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__, "RedisStore"})
+
+
+class _PipelineOnFirstUse:
+    """What ``tdk.errors`` holds as its error pipeline until it is first used: then loads
+    :mod:`tdk._failures.link`, which puts the pipeline itself in its place."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        from tdk._failures.link import PIPELINE  # (loading it connects it to tdk.errors)
+
+        return getattr(PIPELINE, name)
+
+
+class _Package(types.ModuleType):
+    """The type of this module. Python binds every submodule to its package once loaded, and
+    ``tdk.errors`` gets its error pipeline at that moment, however it is imported: ``from
+    tdk.errors import ErrorInfo`` never passes through ``__getattr__`` above. The pipeline is
+    loaded on first use, not then: ``import tdk.errors`` loads no other tdk module."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name == "errors" and isinstance(value, types.ModuleType):
+            value._connect(_PipelineOnFirstUse())
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

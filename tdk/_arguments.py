@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError, create_model, field_validator
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticKnownError, PydanticUseDefault
 from pydantic_core.core_schema import ErrorType
 
-from tdk._error_info import make_error_info
+from tdk._failures.info import make_error_info
 from tdk._redact import redact_text
 from tdk.errors import ErrorInfo, ToolInputError
 

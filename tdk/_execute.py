@@ -1,7 +1,7 @@
 """Running a tool: arguments in, one :class:`~tdk.ToolResult` out, whatever happens.
 
 A call goes arguments -> requirements -> validation -> function -> output validation ->
-``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._mapping` ->
+``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._failures.table` ->
 :meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``; arguments that
 do not validate are described by :mod:`tdk._arguments`. A failure of a tool that may write
 which may have acted is not offered for repeating (:mod:`tdk._writes`: what the body's
@@ -45,10 +45,12 @@ from tdk._arguments import (
 )
 from tdk._context import ToolContext, secrets_of
 from tdk._default import DEFAULT, Default
-from tdk._error_info import error_info_from_exception
 from tdk._exchanges import CURRENT, NOTHING_NOTED, NOTING, Exchanges, unwatch
-from tdk._json_safe import utf8_copy
-from tdk._mapping import describe, to_tool_error
+from tdk._failures.foreign import describe
+from tdk._failures.info import error_info_from_exception
+from tdk._failures.log_line import log_token as _log_token
+from tdk._failures.table import to_tool_error
+from tdk._model_text import utf8_copy
 from tdk._records import maker
 from tdk._redact import call_secrets, end_call_secrets, redact_text
 from tdk._result import ToolResult
@@ -63,7 +65,6 @@ from tdk.errors import (
     ToolError,
     ToolOutputError,
     ToolRequirementError,
-    _log_token,
 )
 
 if TYPE_CHECKING:

@@ -15,11 +15,11 @@ from typing import Any, Final
 
 from pydantic_core import to_json
 
-from tdk._json_safe import json_safe, utf8_copy
+from tdk._failures.details import json_safe
 from tdk._redact import encodable, redact_text
 from tdk.errors import MAX_SAFE_INT, ErrorInfo
 
-__all__ = ["error_text", "value_text"]
+__all__ = ["error_text", "utf8_copy", "value_text"]
 
 
 def value_text(value: Any) -> str:
@@ -47,6 +47,21 @@ def _repaired(value: Any) -> tuple[Any, str]:
     except Exception:  # in a result built by hand: a foreign object, a cycle
         value = utf8_copy(json_safe(value))
         return value, _COMPACT.encode(value)
+
+
+def utf8_copy(value: Any) -> Any:
+    """A copy of JSON data (a tool's validated value) in which every text (key or value)
+    encodes as UTF-8: each lone surrogate, as a name read with ``surrogateescape`` holds,
+    becomes U+FFFD. Only called for a value that failed to encode, so it never runs on the
+    way of a call that succeeds."""
+    kind = type(value)
+    if kind is str:
+        return encodable(value)
+    if kind is dict:
+        return {utf8_copy(key): utf8_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [utf8_copy(item) for item in value]
+    return value
 
 
 #: Compact JSON, non-ASCII as it is (fewer tokens), no NaN: one encoder, made once.

@@ -35,9 +35,10 @@ from types import SimpleNamespace
 from typing import Any, Final
 
 from tdk._context import ToolContext, secrets_of
+from tdk._failures.hidden import HIDDEN_CHARACTERS
 from tdk._redact import redact_text
 from tdk._result import ToolResult
-from tdk.errors import _HIDDEN_CHARACTERS, ErrorKind
+from tdk.errors import ErrorKind
 
 __all__ = ["Telemetry", "active", "circuit_changed", "counted", "event", "traced_attempt"]
 
@@ -290,7 +291,7 @@ def _attribute_text(value: str, secrets: tuple[str, ...] = (), *, limit: int = _
 
 
 #: Control characters, and those that split a line or hide text (as a log line escapes them).
-_CONTROL: Final = re.compile(f"[\x00-\x1f{_HIDDEN_CHARACTERS}]")
+_CONTROL: Final = re.compile(f"[\x00-\x1f{HIDDEN_CHARACTERS}]")
 
 
 def _load() -> Any:

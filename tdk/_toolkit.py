@@ -26,8 +26,8 @@ from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
 from tdk._execute import MAX_SHOWN_NAME, check_call_id, failure_result, shown_name
+from tdk._failures.foreign import describe
 from tdk._loop import refuse_running_loop, run_blocking
-from tdk._mapping import describe
 from tdk._redact import redact_text
 from tdk._result import ToolResult
 from tdk._telemetry import active

@@ -35,16 +35,33 @@ The tree::
 
 Errors are plain data: :meth:`ToolError.to_dict` gives fixed keys, :meth:`ToolError.to_error_info`
 the frozen :class:`ErrorInfo` that results carry, and every error pickles with all its fields.
+
+This module imports no other tdk module, not even inside a function: every other module may
+import it, and it stays the foot of the import graph. What needs more than the error classes
+(:meth:`ErrorInfo.from_exception` and its mapping table, :meth:`ErrorInfo.from_error_string`,
+:meth:`ErrorInfo.to_log_line`, the cleaning of ``details`` a tool put anything in) is done by
+the error pipeline, :mod:`tdk._failures`, which imports this module. The two meet in one slot
+here (``_pipeline``): the ``tdk`` package fills it the moment this module is bound to it,
+however it is imported (``from tdk.errors import ErrorInfo`` included), with a stand-in that
+loads the pipeline on first use, and the pipeline puts itself there once loaded.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-import math
-import re
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Final, Literal, Self, TypedDict, Unpack, cast
+from typing import (
+    Any,
+    ClassVar,
+    Final,
+    Literal,
+    NoReturn,
+    Protocol,
+    Self,
+    TypedDict,
+    Unpack,
+    cast,
+)
 
 from pydantic import BaseModel, ConfigDict
 
@@ -84,11 +101,6 @@ __all__ = [
 DEFAULT_MAX_RETRY_ATTEMPTS: Final = 3
 #: Longest developer message (and stack trace) kept; the rest is cut with a marker.
 MAX_DEVELOPER_MESSAGE_CHARS: Final = 4000
-#: Values (container items included) kept in ``details`` at most; the rest is cut.
-MAX_DETAILS_ITEMS: Final = 10_000
-#: Integers in ``details`` beyond this are named, not kept: Python will not even write them out
-#: past 4,300 digits, and no reader of ``details`` needs one that long.
-LARGEST_DETAIL_INT: Final = 10**100
 #: The largest integer every JSON reader takes exactly (2**53 - 1): the bound of the integer
 #: fields of an error (``retry_after_ms``, ``status_code``, ``max_retry_attempts``).
 MAX_SAFE_INT: Final = 2**53 - 1
@@ -278,8 +290,9 @@ class ToolError(Exception):
         details = options.get("details")
         if details is not None and not isinstance(details, Mapping):
             raise TypeError(f"details must be a mapping or None, not {type(details).__name__}")
-        self.details: dict[str, Any] = _details_of(details) if details else {}
-        """JSON-safe facts with fixed keys per class (``tool_name``, ``timeout``, ...)."""
+        self.details: dict[str, Any] = _pipeline.clean_details(details) if details else {}
+        """JSON-safe facts with fixed keys per class (``tool_name``, ``timeout``, ...): a copy,
+        cleaned of what JSON cannot carry."""
         self.additional_prompt_content: str | None = options.get("additional_prompt_content")
         """Guidance for the model: what to do differently next time."""
         self.tool_name: str | None = options.get("tool_name")
@@ -748,18 +761,7 @@ class ErrorInfo(BaseModel):
     def to_log_line(self) -> str:
         """One line for operators: kind, tool, category, retryability, status, wait, the
         cause's type and the message (JSON-quoted, so it stays on one line)."""
-        fields = (
-            ("kind", self.kind.value),
-            ("tool", _log_token(self.tool_name)),
-            ("category", self.category.value),
-            ("retryable", "true" if self.retryable else "false"),
-            ("status", "-" if self.status_code is None else self.status_code),
-            ("retry_after_ms", "-" if self.retry_after_ms is None else self.retry_after_ms),
-            ("cause", _log_token(self.cause)),
-        )
-        text = " ".join(f"{key}={value}" for key, value in fields)
-        message = json.dumps(self.message, ensure_ascii=False)  # (escapes C0 controls)
-        return f"{text} message={_LOG_HIDDEN.sub(_escaped, message)}"
+        return _pipeline.log_line(self)
 
     @classmethod
     def from_exception(
@@ -775,9 +777,7 @@ class ErrorInfo(BaseModel):
         ``TOOL_RUNTIME_FATAL`` naming only the exception type). Texts are redacted; ``secrets``
         are exact values to scrub as well, and ``include_stacktrace`` adds the redacted
         traceback (opt-in: it may reveal code paths)."""
-        from tdk._error_info import error_info_from_exception  # (errors.py imports no tdk module)
-
-        return error_info_from_exception(
+        return _pipeline.from_exception(
             exc, tool_name, include_stacktrace=include_stacktrace, secrets=secrets
         )
 
@@ -788,9 +788,7 @@ class ErrorInfo(BaseModel):
         Text in tdk's own ``str()`` format (``[KIND] ClassName ...: message``) recovers its kind
         and class; any other text becomes kind ``UNKNOWN``. The text is redacted either way.
         """
-        from tdk._error_info import error_info_from_text  # (errors.py imports no tdk module)
-
-        return error_info_from_text(text, tool_name)
+        return _pipeline.from_text(text, tool_name)
 
 
 def _with_details(options: Any, **specific: object) -> Any:
@@ -801,59 +799,47 @@ def _with_details(options: Any, **specific: object) -> Any:
     return options
 
 
-def _details_of(value: Mapping[Any, Any]) -> dict[str, Any]:
-    """A JSON-safe copy of ``details``: as it is for the common case (text and small numbers
-    under text keys), else cleaned by :func:`tdk._json_safe.json_safe_mapping`."""
-    if type(value) is dict and len(value) <= MAX_DETAILS_ITEMS and _flat_and_plain(value):
-        return dict(value)
-    from tdk._json_safe import json_safe_mapping  # (errors.py imports no tdk module)
+class _Pipeline(Protocol):
+    """What this module has the error pipeline (:mod:`tdk._failures`) do for it."""
 
-    return json_safe_mapping(value)
+    def from_exception(
+        self,
+        exc: BaseException,
+        tool_name: str | None,
+        *,
+        include_stacktrace: bool,
+        secrets: Iterable[str],
+    ) -> ErrorInfo:
+        """:meth:`ErrorInfo.from_exception`."""
 
+    def from_text(self, text: str, tool_name: str | None) -> ErrorInfo:
+        """:meth:`ErrorInfo.from_error_string`."""
 
-def _flat_and_plain(value: dict[Any, Any]) -> bool:
-    """Whether every key is a ``str`` and every value a ``str``, ``bool``, None, a finite
-    ``float`` or an ``int`` that cleaning would keep as it is."""
-    for key, item in value.items():
-        kind = type(item)
-        if type(key) is not str or not (
-            kind is str
-            or item is None
-            or kind is bool
-            or (kind is int and -LARGEST_DETAIL_INT < item < LARGEST_DETAIL_INT)
-            or (kind is float and math.isfinite(item))
-        ):
-            return False
-    return True
+    def clean_details(self, details: Mapping[Any, Any]) -> dict[str, Any]:
+        """A JSON-safe copy of the ``details`` given to an error."""
+
+    def log_line(self, info: ErrorInfo) -> str:
+        """:meth:`ErrorInfo.to_log_line`."""
 
 
-_LOG_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-#: Characters a log line must not carry raw, which JSON leaves as they are: DEL and the C1
-#: controls (U+0085 ends a line for ``str.splitlines``), the line and paragraph separators,
-#: every other format character (those that reorder or hide text in a viewer: bidirectional
-#: marks, embeddings, overrides and isolates, zero-width characters, soft hyphen, BOM, tags),
-#: as Unicode 15.1 lists them.
-_HIDDEN_CHARACTERS: Final = (
-    "\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
-    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e007f"
-)
-"""The body of a regular-expression character class of those characters (tdk's span
-attributes and the upstream texts it quotes are cleaned of them too)."""
-#: Those, and lone surrogates (which a UTF-8 log file cannot hold).
-_LOG_HIDDEN = re.compile(f"[{_HIDDEN_CHARACTERS}\ud800-\udfff]")
+class _NotConnected:
+    """The slot before the ``tdk`` package fills it, which it does as soon as this module is
+    bound to it: seen only by a module loaded outside the package (by file path), or by
+    another thread in the instant between the end of this module's first import and that."""
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise RuntimeError(
+            "tdk.errors is not connected to tdk's error pipeline: import it as tdk.errors, "
+            "whose package connects it"
+        )
 
 
-def _escaped(found: re.Match[str]) -> str:
-    """A hidden character as JSON escapes it: ``\\u202e``, or a surrogate pair past U+FFFF
-    (the message stays a JSON string)."""
-    return json.dumps(found[0])[1:-1]
+#: The error pipeline (see the module docstring): set by :func:`_connect` alone.
+_pipeline: _Pipeline = cast("_Pipeline", _NotConnected())
 
 
-def _log_token(value: str | None) -> str:
-    """A log field: as is when it is a plain name, JSON-quoted otherwise (a tool name sent by
-    the model could carry a newline and forge a second record)."""
-    if value is None:
-        return "-"
-    return value if _LOG_TOKEN.fullmatch(value) else json.dumps(value, ensure_ascii=True)
+def _connect(pipeline: _Pipeline) -> None:
+    """Fill the slot: by the ``tdk`` package, with a stand-in that loads the pipeline on first
+    use, then by the pipeline itself (:mod:`tdk._failures.link`)."""
+    global _pipeline  # noqa: PLW0603 (the one slot of this module, filled from outside)
+    _pipeline = pipeline

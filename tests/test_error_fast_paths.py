@@ -6,8 +6,7 @@ import enum
 from typing import Annotated, Any
 
 from tdk import tool
-from tdk._error_info import _redact_json
-from tdk._json_safe import json_safe, json_safe_mapping
+from tdk._failures.details import json_safe, json_safe_mapping, redact_json
 from tdk._redact import REDACTED
 from tdk.errors import ErrorKind
 
@@ -46,15 +45,15 @@ def test_redact_json_redacts_every_string_however_reached() -> None:
         "d": _Text(TOKEN),
         "api_key": "plain",
     }
-    assert _redact_json(value, ()) == {
+    assert redact_json(value, ()) == {
         "a": REDACTED,
         "b": [REDACTED, REDACTED, {"c": REDACTED}, 1, None],
         "d": REDACTED,
         "api_key": REDACTED,
     }
-    assert _redact_json(TOKEN, ()) == REDACTED
-    assert _redact_json("s3cr3t-value", ["s3cr3t-value"]) == REDACTED
-    assert _redact_json((TOKEN,), ()) == (TOKEN,)  # not JSON-safe data: left as it is
+    assert redact_json(TOKEN, ()) == REDACTED
+    assert redact_json("s3cr3t-value", ["s3cr3t-value"]) == REDACTED
+    assert redact_json((TOKEN,), ()) == (TOKEN,)  # not JSON-safe data: left as it is
 
 
 def test_parameter_names_are_the_advertised_arguments() -> None:

@@ -8,7 +8,8 @@ import json
 import httpx
 import pytest
 
-from tdk._mapping import BUILTIN_TABLE, to_tool_error
+from tdk._failures.httpx_rows import HTTPX_TABLE
+from tdk._failures.table import BUILTIN_TABLE, to_tool_error
 from tdk.errors import (
     ErrorCategory,
     ErrorInfo,
@@ -18,7 +19,6 @@ from tdk.errors import (
     ToolkitLoadError,
     UpstreamRateLimitError,
 )
-from tdk.http._exceptions import HTTPX_TABLE
 
 REQUEST = httpx.Request(
     "GET", "https://user:pw@api.example.com/v1/items?api_key=sk-live-0123456789abcdef&page=2"

@@ -1067,7 +1067,7 @@ def test_a_group_of_thousands_of_types_names_a_few() -> None:
 def test_thousands_of_exception_types_keep_the_type_table_small() -> None:
     """Mapping exceptions of ever new types (classes made on the fly) remembers at most a
     bounded number of them."""
-    from tdk._mapping import _MAX_REMEMBERED_TYPES, _ROW_OF_TYPE, to_tool_error
+    from tdk._failures.table import _MAX_REMEMBERED_TYPES, _ROW_OF_TYPE, to_tool_error
 
     for n in range(_MAX_REMEMBERED_TYPES + 10):
         error = to_tool_error(type(f"Made{n}", (LookupError,), {})())

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import tdk
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tdk"
@@ -25,33 +28,123 @@ MAX_FUNCTION_LINES = 80
 MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _imported_at_load(name: str) -> set[str]:
-    """The tdk modules ``name`` imports when it is loaded: module-level imports only, outside
-    ``if TYPE_CHECKING:`` (imports inside functions run when called, not when loaded)."""
-    tree = ast.parse(MODULES[name].read_text())
-    found: set[str] = set()
+def _ancestors(name: str) -> set[str]:
+    """The packages above module ``name`` (Python loads each before the module)."""
+    parts = name.split(".")
+    return {".".join(parts[:n]) for n in range(1, len(parts))}
 
-    def visit(statements: list[ast.stmt]) -> None:
-        for node in statements:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                visit(node.orelse)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                found.add(node.module)
-                found.update(f"{node.module}.{alias.name}" for alias in node.names)
-            elif isinstance(node, ast.If | ast.Try):
-                for block in ("body", "orelse", "finalbody"):
-                    visit(getattr(node, block, []))
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body)
 
-    visit(tree.body)
-    return {module for module in found if module in MODULES and module != name}
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _walk(node: ast.AST, *, type_checking: bool = False) -> Iterator[ast.AST]:
+    """Every node under ``node``, at any depth (functions, classes, ``if``, ``try``...), the
+    bodies of ``if TYPE_CHECKING:`` only when ``type_checking`` (they never run)."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if isinstance(child, ast.If) and _is_type_checking(child) and not type_checking:
+            for orelse in child.orelse:
+                yield orelse
+                yield from _walk(orelse)
+        else:
+            yield from _walk(child, type_checking=type_checking)
+
+
+def _absolute(importer: str, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` names, relative ones resolved."""
+    if not node.level:
+        return node.module or ""
+    package = importer if MODULES[importer].name == "__init__.py" else importer.rpartition(".")[0]
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _lazy_names(package: str) -> dict[str, str]:
+    """The names a package's module ``__getattr__`` loads on first use -> the module each is
+    loaded from, as its ``if TYPE_CHECKING:`` imports (written for type checkers) name them;
+    empty for a package without one. ``tdk/__init__`` names the error tree there too."""
+    tree = ast.parse(MODULES[package].read_text())
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
+        return {}
+    return {
+        alias.asname or alias.name: node.module
+        for check in tree.body
+        if _is_type_checking(check)
+        for node in ast.walk(check)
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+
+
+LAZY_NAMES = {name: _lazy_names(name) for name in MODULES if MODULES[name].name == "__init__.py"}
+
+
+def _targets(importer: str, module: str, names: list[str]) -> set[str]:
+    """The tdk modules an import of ``names`` from ``module`` (or of ``module`` itself) loads:
+    the module, the packages above it, and each name that is a module of its own or one that
+    the package's ``__getattr__`` loads. A package above the importer is left out: it is
+    loaded before the importer, and reading a name it defines loads nothing more."""
+    found = {module, *_ancestors(module)}
+    for name in names:
+        if f"{module}.{name}" in MODULES:
+            found.add(f"{module}.{name}")
+        elif name in LAZY_NAMES.get(module, {}):
+            found.add(LAZY_NAMES[module][name])
+    return {t for t in found if t in MODULES and t != importer} - _ancestors(importer)
+
+
+def _imports(name: str, *, type_checking: bool = False) -> set[str]:
+    """Every tdk module that loading ``name``, or calling anything in it, may import: import
+    statements at any depth, ``importlib.import_module("...")`` of a literal name, and, for a
+    package with a module ``__getattr__``, every module it loads names from. Imports under
+    ``if TYPE_CHECKING:`` (which never run) count only when ``type_checking``."""
+    found = {*LAZY_NAMES.get(name, {}).values()} - {name}
+    for node in _walk(ast.parse(MODULES[name].read_text()), type_checking=type_checking):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found |= _targets(name, alias.name, [])
+        elif isinstance(node, ast.ImportFrom):
+            found |= _targets(name, _absolute(name, node), [a.name for a in node.names])
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func).endswith("import_module")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found |= _targets(name, str(node.args[0].value), [])
+    return found
+
+
+#: The tdk modules that exist to wrap an optional extra (``mcp``, ``redis``), which ``import
+#: tdk`` must not load: the only ones an exempted import may reach.
+EXTRA_WRAPPERS = frozenset(
+    {"tdk.hosts.mcp", "tdk.runner._redis", "tdk.runner._redis_links", "tdk.runner._redis_scripts"}
+)
+#: Imports left out of the import graph: (importer, imported) -> why. Only an import, inside a
+#: function, of one of :data:`EXTRA_WRAPPERS` may be listed, and only while it closes a
+#: circle. None does: every import counts.
+EXEMPT: dict[tuple[str, str], str] = {}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {
+        name: {target for target in _imports(name) if (name, target) not in EXEMPT}
+        for name in MODULES
+    }
+
+
+def test_tdk_errors_imports_nothing_of_tdk() -> None:
+    """``tdk.errors`` is the foot of the graph: no import of a tdk module at any depth, not
+    even one for type checkers, and no dynamic import at all."""
+    source = MODULES["tdk.errors"].read_text()
+    assert _imports("tdk.errors", type_checking=True) == set()
+    assert "import_module" not in source
+    assert "__import__" not in source
 
 
 def test_importing_tdk_errors_loads_no_other_tdk_module() -> None:
-    """``tdk.errors`` is a leaf: the package itself loads its names on first use."""
+    """``import tdk.errors`` loads the package (which loads nothing of its own) and itself."""
     code = "import sys, tdk.errors; print(sorted(m for m in sys.modules if m.startswith('tdk')))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
@@ -59,12 +152,69 @@ def test_importing_tdk_errors_loads_no_other_tdk_module() -> None:
     assert out.stdout.strip() == "['tdk', 'tdk.errors']"
 
 
-def test_tdk_errors_imports_nothing_of_tdk_when_loaded() -> None:
-    assert _imported_at_load("tdk.errors") == set()
+#: What a user may do with ``tdk.errors`` alone, in a fresh process, that needs the error
+#: pipeline ``tdk.errors`` delegates to: each line must print what follows it.
+FRESH_PROCESS_USES = [
+    pytest.param(
+        "ErrorInfo.from_exception(TimeoutError('slow')).kind.value",
+        "'TOOL_RUNTIME_TIMEOUT'",
+        id="from_exception",
+    ),
+    pytest.param(
+        "ErrorInfo.from_error_string('[TOOL_RUNTIME_RETRY] RetryableToolError: again').error",
+        "'RetryableToolError'",
+        id="from_error_string",
+    ),
+    pytest.param(
+        "ToolError('m', details={1: {2, 3}}).details", "{'1': [2, 3]}", id="details-cleaned"
+    ),
+    pytest.param(
+        "ToolError('a\\nb', tool_name='t').to_log_line()",
+        "'kind=UNKNOWN tool=t category=execution retryable=false status=- retry_after_ms=- "
+        'cause=- message="a\\\\nb"\'',
+        id="to_log_line",
+    ),
+    pytest.param("ToolError('m').to_error_info().message", "'m'", id="to_error_info"),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), FRESH_PROCESS_USES)
+def test_tdk_errors_alone_reaches_its_pipeline(expression: str, expected: str) -> None:
+    """``from tdk.errors import ...`` alone, in a fresh process (nothing else of tdk
+    imported first), gives every method that the error pipeline does for ``tdk.errors``."""
+    code = f"from tdk.errors import ErrorInfo, ToolError\nprint(repr({expression}))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == expected
+
+
+def test_the_graph_sees_imports_inside_functions() -> None:
+    """The graph counts an import inside a function as an import (the lazy httpx rows of the
+    mapping table are one), and the names a package's ``__getattr__`` loads."""
+    assert "tdk._failures.httpx_rows" in _imports("tdk._failures.table")
+    assert "tdk.http._classify" in _imports("tdk._failures.foreign")
+    assert "tdk.http" in _imports("tdk._failures.foreign")  # (its package runs first)
+    assert {"tdk._tool", "tdk.errors", "tdk._failures.link"} <= _imports("tdk")
+    assert "tdk.runner._redis" in _imports("tdk.runner")
+
+
+def test_lazy_names_are_loaded_from_the_modules_the_graph_reads() -> None:
+    """The root package loads each name from the module its ``if TYPE_CHECKING:`` imports
+    name (which the graph reads): the two lists cannot drift apart."""
+    loaded_from = {  # (``RedisStore``: through ``tdk.runner``'s own ``__getattr__``)
+        name: LAZY_NAMES.get(module, {}).get(name, module) for name, module in tdk._LAZY.items()
+    }
+    assert loaded_from == {n: m for n, m in LAZY_NAMES["tdk"].items() if m != "tdk.errors"}
+    assert {n for n, m in LAZY_NAMES["tdk"].items() if m == "tdk.errors"} == {
+        n for n in tdk.__all__ if n not in tdk._LAZY and n != "__version__"
+    }
 
 
 def test_the_import_graph_has_no_circle() -> None:
-    graph = {name: _imported_at_load(name) for name in MODULES}
+    """No circle among tdk modules, counting every import (see :func:`_imports`)."""
+    assert {imported for _, imported in EXEMPT} <= EXTRA_WRAPPERS
+    graph = _graph()
     state: dict[str, str] = {}
 
     def walk(name: str, path: list[str]) -> None:
@@ -80,6 +230,24 @@ def test_the_import_graph_has_no_circle() -> None:
     for name in sorted(graph):
         if name not in state:
             walk(name, [name])
+
+
+def test_the_http_hook_needs_nothing_of_the_error_pipeline() -> None:
+    """The dependency between the mapping table and the classifier points one way: the
+    httpx rows use ``tdk.http``; ``tdk.http`` reaches no module of the pipeline but the list of
+    hidden characters (which imports nothing)."""
+    reached: set[str] = set()
+    todo = [name for name in MODULES if name.startswith("tdk.http")]
+    graph = _graph()
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(graph[name])
+    assert {name for name in reached if name.startswith("tdk._failures")} == {
+        "tdk._failures",
+        "tdk._failures.hidden",
+    }
 
 
 def _functions(path: Path) -> list[tuple[str, int]]:

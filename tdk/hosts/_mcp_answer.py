@@ -18,8 +18,8 @@ from typing import Any, Final
 from mcp import types
 from pydantic_core import from_json, to_json
 
-from tdk._error_info import make_error_info
 from tdk._execute import _log_failure
+from tdk._failures.info import make_error_info
 from tdk._model_text import error_fields, sendable
 from tdk._result import ToolResult
 from tdk.errors import ToolOutputError

@@ -64,7 +64,7 @@ from tdk import __version__
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
 from tdk._execute import failure_result, shown_name
-from tdk._json_safe import utf8_copy
+from tdk._model_text import utf8_copy
 from tdk._result import ToolResult
 from tdk._streams import flush_stdout
 from tdk._tool import Tool

@@ -11,9 +11,10 @@ without the tool calling ``raise_for_status()``::
 
 The public names live in private modules: hooks and ``install`` in ``_hooks``, the status
 table and overrides in ``_classify``, the retry-hint dialects in ``_retry_after`` and
-``_ratelimit``, the bounded body reader in ``_body``, the filter that redacts httpx's own
-log lines in ``_logging``, and the httpx rows of the exception mapping (``raise_for_status()``
-and transport errors inside a tool) in ``_exceptions``. See ``docs/http.md``.
+``_ratelimit``, the bounded body reader in ``_body``, and the filter that redacts httpx's own
+log lines in ``_logging``. The httpx rows of the exception mapping (``raise_for_status()`` and
+transport errors inside a tool) belong to the error pipeline (``tdk._failures.httpx_rows``),
+which calls :func:`classify`: nothing here imports that pipeline. See ``docs/http.md``.
 """
 
 from tdk.http._body import DEFAULT_MAX_BODY_BYTES

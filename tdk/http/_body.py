@@ -36,7 +36,7 @@ from typing import Any, Final, cast
 
 import httpx
 
-from tdk.errors import _HIDDEN_CHARACTERS
+from tdk._failures.hidden import HIDDEN_CHARACTERS
 
 #: Raw (and decoded) bytes the hook reads from an error body at most.
 DEFAULT_MAX_BODY_BYTES: Final = 65_536
@@ -58,7 +58,7 @@ _MAX_LOC_PARTS: Final = 10
 _MAX_JSON_INT_DIGITS: Final = 600
 
 #: Control characters, and those that split a line or hide text (as a log line escapes them).
-_CONTROL = re.compile(f"[\x00-\x1f{_HIDDEN_CHARACTERS}]+")
+_CONTROL = re.compile(f"[\x00-\x1f{HIDDEN_CHARACTERS}]+")
 _SPACES = re.compile(r"\s{2,}")
 _XML_CODE = re.compile(r"<Code>([^<]{1,200})</Code>")
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([^\s;\"']+)", re.IGNORECASE)

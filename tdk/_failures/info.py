@@ -1,24 +1,27 @@
-"""Any exception -> the :class:`~tdk.errors.ErrorInfo` that a result carries.
+"""Any exception, or text, -> the :class:`~tdk.errors.ErrorInfo` that a result carries.
 
 tdk's own errors are read field by field (never trusting them: a tool may raise one whose
 ``__init__`` skipped ``ToolError.__init__``, or whose fields were reassigned), foreign ones
-through the mapping table of :mod:`tdk._mapping`; then every text is redacted, and the stack
-trace added when asked for. :meth:`ErrorInfo.from_exception` and
-:meth:`ErrorInfo.from_error_string` call into this module, which keeps ``tdk.errors`` free of
-any other tdk module.
+through the mapping table of :mod:`tdk._failures.table`; then every text is redacted, and the
+stack trace added when asked for. Text alone is read in tdk's own ``str()`` format, when it is
+in it. :meth:`ErrorInfo.from_exception <tdk.errors.ErrorInfo.from_exception>` and
+:meth:`ErrorInfo.from_error_string <tdk.errors.ErrorInfo.from_error_string>` are these
+functions, reached through :mod:`tdk._failures.link`.
 """
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from tdk._mapping import map_foreign, parse_error_string, scrub_requests
+from tdk._failures.details import clean_details, redact_json
+from tdk._failures.foreign import scrub_requests
+from tdk._failures.table import map_foreign
 from tdk._records import maker
-from tdk._redact import REDACTED, credential_key, redact_text
+from tdk._redact import redact_text
 from tdk.errors import (
-    _KIND_TABLE,
     DEFAULT_MAX_RETRY_ATTEMPTS,
     MAX_DEVELOPER_MESSAGE_CHARS,
     MAX_SAFE_INT,
@@ -26,8 +29,9 @@ from tdk.errors import (
     ErrorKind,
     FatalToolError,
     ToolError,
-    _details_of,
 )
+
+__all__ = ["error_info_from_exception", "error_info_from_text", "make_error_info"]
 
 #: Makes an ErrorInfo from a complete record, in field order, of values already checked.
 _make_info: Final = maker(ErrorInfo)
@@ -53,7 +57,7 @@ def error_info_from_exception(
         own = record["tool_name"]
         if own is not None and own != tool_name:  # set by the error's author: any text
             record["tool_name"] = redact_text(own, secrets)
-        record["details"] = _redact_json(record["details"], secrets)
+        record["details"] = redact_json(record["details"], secrets)
         record["cause"] = None if exc.__cause__ is None else type(exc.__cause__).__name__
     else:
         # Mapped by the table from text it already redacted with these same secrets (not
@@ -132,7 +136,7 @@ def _mapped_record(
     if kind is None:  # the class's own kind: its category and retryability are class attributes
         category, retryable = cls.category, cls.retryable
     else:
-        category, retryable = _KIND_TABLE[kind]
+        category, retryable = kind.category, kind.default_retryable
     return {  # every field of ErrorInfo, in its order
         "error": cls.__name__,
         "kind": cls.kind if kind is None else kind,
@@ -151,7 +155,6 @@ def _mapped_record(
     }
 
 
-_NOT_TEXT: Final = frozenset({int, float, bool, type(None)})
 _MISSING: Final = object()
 #: The fields of ErrorInfo, in order: the keys of every record made for one.
 _INFO_FIELDS: Final = tuple(ErrorInfo.model_fields)
@@ -200,7 +203,7 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
     except Exception:
         details = _MISSING
     if issubclass(type(details), Mapping):
-        record["details"] = _details_of(details)  # type: ignore[arg-type]
+        record["details"] = clean_details(details)  # type: ignore[arg-type]
     else:
         wrong.append("details")
     if wrong:
@@ -209,46 +212,26 @@ def _read_tool_error(exc: ToolError) -> dict[str, Any] | list[str]:
     return record
 
 
-def _redact_json(value: Any, secrets: Iterable[str]) -> Any:
-    """``value`` (JSON-safe already) with every string in it redacted, and the whole value of
-    every credential-named key (``Authorization``, ``api_key``, ``Cookie``...) replaced."""
-    if type(value) in _NOT_TEXT:
-        return value
-    if isinstance(value, str):
-        return redact_text(value, secrets)
-    if isinstance(value, dict):
-        redacted: dict[str, Any] = {}
-        for key, item in value.items():
-            shown = redact_text(key, secrets)  # a key may itself be a secret value
-            base, n = shown, 1
-            while shown in redacted:  # keys that differed only by a secret: each kept
-                n += 1
-                shown = f"{base} ({n})"
-            redacted[shown] = (
-                REDACTED
-                if credential_key(key)
-                else redact_text(item, secrets)
-                if type(item) is str
-                else _redact_json(item, secrets)
-            )
-        return redacted
-    if isinstance(value, list):
-        if len(value) == 2 and _is_credential_pair(value):  # ("x-api-key", "...") as a list
-            return [redact_text(value[0], secrets), REDACTED]
-        return [
-            redact_text(item, secrets) if type(item) is str else _redact_json(item, secrets)
-            for item in value
-        ]
-    return value
-
-
-def _is_credential_pair(pair: list[Any]) -> bool:
-    """A (name, value) pair of a credential, as ``list(headers.items())`` gives them."""
-    name, value = pair
-    return type(name) is str and type(value) is str and credential_key(name)
-
-
 def _stacktrace(exc: BaseException, secrets: Iterable[str]) -> str:
     # traceback copes with hostile __str__ and cyclic chains on its own.
     text = "".join(traceback.format_exception(exc))
     return scrub_requests(text, exc, secrets, limit=4 * MAX_DEVELOPER_MESSAGE_CHARS)
+
+
+_ERROR_STRING = re.compile(
+    r"^\[(?P<kind>[A-Z_]+)\] (?P<error>[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?: (?:during execution of|in definition of|when looking up) tool '(?P<tool>[^']*)'"
+    r"| when loading toolkit '[^']*')?: (?P<message>.*)\Z",
+    re.DOTALL,
+)
+
+
+def parse_error_string(text: str) -> tuple[ErrorKind, str, str | None, str]:
+    """Split tdk's ``str()`` format into (kind, class name, tool name, message).
+
+    Text in any other format is kind ``UNKNOWN`` of class ``ToolError`` with the text as message.
+    """
+    match = _ERROR_STRING.match(text.strip())
+    if match is None or match["kind"] not in ErrorKind.__members__:
+        return ErrorKind.UNKNOWN, ToolError.__name__, None, text.strip()
+    return ErrorKind(match["kind"]), match["error"], match["tool"], match["message"]

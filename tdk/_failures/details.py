@@ -1,10 +1,12 @@
-"""Copies of ``details`` that JSON takes, whatever a tool body put there.
+"""Copies of ``details`` that JSON takes, whatever a tool body put there, and their redaction.
 
 A tool may raise an error whose ``details`` hold anything: keys that are not text, containers
 that contain themselves, objects whose iteration fails, subclasses of ``str`` or ``int`` whose
-methods lie, integers too long to write. :func:`json_safe` copies such a value into plain
-JSON data, bounded in size and depth, and never raises. Types are read with ``type()``, never
-``isinstance()``: an object may lie about its ``__class__``.
+methods lie, integers too long to write. :func:`clean_details` (what every ``ToolError`` does
+with the ``details`` it is given) and :func:`json_safe` copy such a value into plain JSON
+data, bounded in size and depth, and never raise. Types are read with ``type()``, never
+``isinstance()``: an object may lie about its ``__class__``. :func:`redact_json` then scrubs
+the copy an ``ErrorInfo`` carries.
 """
 
 from __future__ import annotations
@@ -14,8 +16,40 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar, cast
 
-from tdk._redact import encodable
-from tdk.errors import LARGEST_DETAIL_INT, MAX_DETAILS_ITEMS
+from tdk._redact import REDACTED, credential_key, redact_text
+
+__all__ = ["clean_details", "json_safe", "json_safe_mapping", "redact_json"]
+
+#: Values (container items included) kept in ``details`` at most; the rest is cut.
+MAX_DETAILS_ITEMS: Final = 10_000
+#: Integers in ``details`` beyond this are named, not kept: Python will not even write them out
+#: past 4,300 digits, and no reader of ``details`` needs one that long.
+LARGEST_DETAIL_INT: Final = 10**100
+
+
+def clean_details(value: Mapping[Any, Any]) -> dict[str, Any]:
+    """A JSON-safe copy of ``details``: as it is for the common case (text and small numbers
+    under text keys), else cleaned by :func:`json_safe_mapping`."""
+    if type(value) is dict and len(value) <= MAX_DETAILS_ITEMS and _flat_and_plain(value):
+        return dict(value)
+    return json_safe_mapping(value)
+
+
+def _flat_and_plain(value: dict[Any, Any]) -> bool:
+    """Whether every key is a ``str`` and every value a ``str``, ``bool``, None, a finite
+    ``float`` or an ``int`` that cleaning would keep as it is."""
+    for key, item in value.items():
+        kind = type(item)
+        if type(key) is not str or not (
+            kind is str
+            or item is None
+            or kind is bool
+            or (kind is int and -LARGEST_DETAIL_INT < item < LARGEST_DETAIL_INT)
+            or (kind is float and math.isfinite(item))
+        ):
+            return False
+    return True
+
 
 #: How deep containers in ``details`` are copied; deeper ones are named.
 _MAX_DETAILS_DEPTH: Final = 8
@@ -133,16 +167,44 @@ def _json_key(key: object) -> str:
         return f"<{type(key).__name__[:200]}>"
 
 
-def utf8_copy(value: Any) -> Any:
-    """A copy of JSON data (a tool's validated value) in which every text (key or value)
-    encodes as UTF-8: each lone surrogate, as a name read with ``surrogateescape`` holds,
-    becomes U+FFFD. Only called for a value that failed to encode, so it never runs on the
-    way of a call that succeeds."""
-    kind = type(value)
-    if kind is str:
-        return encodable(value)
-    if kind is dict:
-        return {utf8_copy(key): utf8_copy(item) for key, item in value.items()}
-    if kind is list:
-        return [utf8_copy(item) for item in value]
+#: Types of JSON values that hold no text.
+_NOT_TEXT: Final = frozenset({int, float, bool, type(None)})
+
+
+def redact_json(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` (JSON-safe already) with every string in it redacted, and the whole value of
+    every credential-named key (``Authorization``, ``api_key``, ``Cookie``...) replaced."""
+    if type(value) in _NOT_TEXT:
+        return value
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        redacted: dict[str, Any] = {}
+        for key, item in value.items():
+            shown = redact_text(key, secrets)  # a key may itself be a secret value
+            base, n = shown, 1
+            while shown in redacted:  # keys that differed only by a secret: each kept
+                n += 1
+                shown = f"{base} ({n})"
+            redacted[shown] = (
+                REDACTED
+                if credential_key(key)
+                else redact_text(item, secrets)
+                if type(item) is str
+                else redact_json(item, secrets)
+            )
+        return redacted
+    if isinstance(value, list):
+        if len(value) == 2 and _is_credential_pair(value):  # ("x-api-key", "...") as a list
+            return [redact_text(value[0], secrets), REDACTED]
+        return [
+            redact_text(item, secrets) if type(item) is str else redact_json(item, secrets)
+            for item in value
+        ]
     return value
+
+
+def _is_credential_pair(pair: list[Any]) -> bool:
+    """A (name, value) pair of a credential, as ``list(headers.items())`` gives them."""
+    name, value = pair
+    return type(name) is str and type(value) is str and credential_key(name)

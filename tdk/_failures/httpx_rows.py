@@ -1,17 +1,21 @@
 """The httpx rows of the exception mapping table (``docs/errors.md``).
 
 Keyed by class name, so that the same rows serve ``httpx2``, whose classes share the names but
-not the base classes. :mod:`tdk._mapping` loads this module the first time it meets an httpx
-exception.
+not the base classes. :mod:`tdk._failures.table` loads this module the first time it meets an
+httpx exception. The dependency points one way: these rows use the HTTP hook's classifier
+(:func:`tdk.http.classify`, one code path for a status met by the hook and by
+``raise_for_status()``), and :mod:`tdk.http` imports nothing of the error pipeline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from tdk._exchanges import never_sent
-from tdk._mapping import Build, Mapped, describe, request_details
+from tdk._failures.foreign import describe, request_carried_by
+from tdk._failures.mapped import Build, Mapped
+from tdk._redact import redact_url
 from tdk.errors import (
     MAX_SAFE_INT,
     ErrorKind,
@@ -20,6 +24,18 @@ from tdk.errors import (
     UpstreamError,
 )
 from tdk.http._hooks import classify
+
+__all__ = ["HTTPX_TABLE"]
+
+
+def request_details(exc: BaseException, secrets: Iterable[str]) -> dict[str, Any]:
+    """Method and redacted URL of the request an httpx error carries, if any. Beyond
+    userinfo and query values, a secret in the path (``/bot<token>/``) is scrubbed too."""
+    request = request_carried_by(exc)
+    if request is None:
+        return {}
+    return {"method": str(request.method), "url": redact_url(str(request.url), list(secrets))}
+
 
 _K = ErrorKind
 
