@@ -59,7 +59,7 @@ CHALLENGES: Final = frozenset({401, 407})
 #: leaves challenges to that send, and 2xx bodies too (it knows whether the caller streams
 #: them), for responses to marked requests only: another client called meanwhile (a token
 #: fetched in an auth flow) keeps the hook's plain behaviour. (A mark in the request, not a
-#: context variable: setting one around httpx's send cost more than the rest of the wrapper.)
+#: context variable, keeps the wrapper light: bench/README.md#the-installed-send.)
 _MARK: Final = "tdk.installed_send"
 #: The key under which a flow that reads the body of the challenges it answers
 #: (``requires_response_body``) marks its requests: the hook leaves those bodies whole.
