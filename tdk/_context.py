@@ -51,7 +51,8 @@ class _MadeKey(str):
 
 def new_key() -> str:
     """A fresh idempotency key: a random UUID (version 4) in its usual text form, as
-    ``str(uuid.uuid4())`` writes it, made at half its cost."""
+    ``str(uuid.uuid4())`` writes it, made without a ``UUID`` object (one per runner call:
+    bench/README.md#idempotency-keys)."""
     raw = bytearray(os.urandom(16))
     raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
     raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant

@@ -103,8 +103,9 @@ class ToolDefinition(BaseModel):
     """Name of the toolkit the definition was listed by; None for a lone tool."""
 
 
-#: Unknown argument keys validated as they are: pydantic builds an error per unknown key
-#: (about 2 us each), and an input error lists 20 problems at most.
+#: Unknown argument keys validated as they are: pydantic builds an error per unknown key (a
+#: flood of them would hold the loop: bench/README.md#unknown-argument-keys), and an input
+#: error lists 20 problems at most.
 _UNKNOWN_KEYS_KEPT: Final = 32
 
 

@@ -43,6 +43,7 @@ from tdk._arguments import (
     validate_arguments,
     validate_with_null_defaults,
 )
+from tdk._compat.running_task import TASK_OF
 from tdk._context import ToolContext, secrets_of
 from tdk._default import DEFAULT, Default
 from tdk._exchanges import CURRENT, NOTHING_NOTED, NOTING, Exchanges, unwatch
@@ -81,15 +82,7 @@ _new_result: Final = maker(ToolResult)
 
 _CancelledError: Final = asyncio.CancelledError
 
-#: The running task's lookup: ``asyncio.current_task()`` is Python code on 3.11 (C from 3.12),
-#: so there execution reads the dict it reads (3.11 is frozen). None from 3.12.
-_TASK_OF: Final[Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] | None] = (
-    asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
-    if sys.version_info < (3, 12)
-    else None
-)
 _running_loop: Final = asyncio.get_running_loop
-_current_task: Final = asyncio.current_task
 #: Exceptions that end the program or the thread, never a tool call's result.
 _ALWAYS_PROPAGATE: Final = (KeyboardInterrupt, SystemExit)
 
@@ -132,7 +125,7 @@ async def execute(
     try:
         attempts = 0
         job: Job | None = None
-        task = _TASK_OF(_running_loop()) if _TASK_OF is not None else _current_task()
+        task = TASK_OF(_running_loop())  # (without a Python frame: tdk._compat.running_task)
         cancelling = task.cancelling() if task is not None else 0  # requests made before this call
         try:
             if spec.requirements.secrets or spec.requirements.metadata:

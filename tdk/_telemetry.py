@@ -29,11 +29,12 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextvars import ContextVar
 from types import SimpleNamespace
 from typing import Any, Final
 
+from tdk._compat.otel_globals import stand_in_meters, unset_check
 from tdk._context import ToolContext, secrets_of
 from tdk._failures.hidden import HIDDEN_CHARACTERS
 from tdk._redact import redact_text
@@ -45,8 +46,9 @@ __all__ = ["Telemetry", "active", "circuit_changed", "counted", "event", "traced
 _UNSET: Final = object()
 
 
-#: The modules holding the API's provider globals, once the API is loaded and keeps them so.
-_providers: tuple[Any, Any] | None = None
+#: Whether neither provider is set, read from the API's own globals (:mod:`tdk._compat`), once
+#: the API is loaded and keeps them so.
+_unset: Callable[[], bool] | None = None
 
 
 class _Loaded:
@@ -69,8 +71,8 @@ _CIRCUIT_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
 def active() -> Telemetry | None:
     """The telemetry of the providers the application set, or None when OpenTelemetry is not
     installed or neither a tracer nor a meter provider is set."""
-    if _providers is not None:  # the API's own globals: None until a provider is set
-        if _providers[0]._TRACER_PROVIDER is None and _providers[1]._METER_PROVIDER is None:
+    if _unset is not None:
+        if _unset():
             return None
     elif _Loaded.api is None:
         return None
@@ -88,7 +90,7 @@ def _configured() -> Telemetry | None:
     tracers = api.trace.get_tracer_provider()
     meters = api.metrics.get_meter_provider()
     traced = not isinstance(tracers, api.trace.ProxyTracerProvider)
-    measured = type(meters).__name__ != "_ProxyMeterProvider"
+    measured = not stand_in_meters(meters)
     if not (traced or measured):
         return None
     current = _Loaded.current
@@ -300,15 +302,10 @@ def _load() -> Any:
     except Exception:  # not installed (or installed broken): no telemetry, ever
         _Loaded.api = None
         return None
-    # Where the API keeps the providers set: read directly, they answer "none set" in two
-    # attribute reads (get_tracer_provider() looks at os.environ each time it finds none).
-    # An API that keeps them elsewhere is asked through its functions on every call.
-    global _providers  # noqa: PLW0603 (set once, by the first call that asks)
-    metrics_state: Any = None
-    with contextlib.suppress(Exception):
-        from opentelemetry.metrics import _internal as metrics_state
-    if hasattr(trace, "_TRACER_PROVIDER") and hasattr(metrics_state, "_METER_PROVIDER"):
-        _providers = (trace, metrics_state)
+    # "None set", the answer of most calls, read where the API keeps the providers rather
+    # than asked of its functions (see bench/README.md#no-provider-set).
+    global _unset  # noqa: PLW0603 (set once, by the first call that asks)
+    _unset = unset_check()
     _Loaded.api = SimpleNamespace(trace=trace, metrics=metrics)
     return _Loaded.api
 

@@ -16,6 +16,7 @@ from types import FrameType
 from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from tdk._arguments import Arguments
+from tdk._compat.frames import calling_frame
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
 from tdk._define import ToolOptions, define_tool, function_of
@@ -243,17 +244,22 @@ def tool(
     if fn is None:
 
         def decorate(fn: Callable[_P, _R]) -> Tool[_P, _R]:
-            return _make_tool(fn, options, sys._getframe(1))
+            return _make_tool(fn, options, calling_frame())
 
         return decorate
-    return _make_tool(fn, options, sys._getframe(1))
+    return _make_tool(fn, options, calling_frame())
 
 
-def _make_tool(fn: Callable[_P, _R], options: ToolOptions, caller: FrameType) -> Tool[_P, _R]:
-    """Check ``fn`` and wrap it; ``caller`` is the frame that applied the decorator."""
+def _make_tool(
+    fn: Callable[_P, _R], options: ToolOptions, caller: FrameType | None
+) -> Tool[_P, _R]:
+    """Check ``fn`` and wrap it; ``caller`` is the frame that applied the decorator (None
+    where Python keeps no frames: see :mod:`tdk._compat.frames`)."""
     target = cast(Callable[_P, _R], function_of(fn))
     try:
-        localns = caller.f_locals if caller.f_locals is not caller.f_globals else None
+        localns = None
+        if caller is not None and caller.f_locals is not caller.f_globals:
+            localns = caller.f_locals
         definition, spec = define_tool(target, options, localns, tool_type=Tool)
     except ToolDefinitionError as error:
         collector = _collector.get()  # read on the failure path only
@@ -281,7 +287,7 @@ class _Collector:
         self.modules: set[str] = set()
         """The modules the errors would have failed: each one being imported at the time."""
 
-    def record(self, error: ToolDefinitionError, caller: FrameType) -> None:
+    def record(self, error: ToolDefinitionError, caller: FrameType | None) -> None:
         """Record ``error``, raised by ``@tool`` as applied in the frame ``caller``."""
         self.errors.append(error)
         frame: FrameType | None = caller

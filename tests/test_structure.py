@@ -316,3 +316,142 @@ def test_no_two_modules_or_functions_share_a_name() -> None:
                     continue  # (module hooks such as ``__getattr__`` are the language's names)
                 seen.setdefault(node.name, []).append(name)
     assert {f: m for f, m in seen.items() if len(m) > 1} == {}
+
+
+#: Libraries whose private names tdk may read in :mod:`tdk._compat` only.
+FOREIGN = frozenset(
+    {
+        "anyio",
+        "asyncio",
+        "httpcore",
+        "httpx",
+        "logging",
+        "mcp",
+        "opentelemetry",
+        "pydantic",
+        "pydantic_core",
+        "redis",
+        "starlette",
+        "sys",
+        "threading",
+        "uvicorn",
+    }
+)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _foreign_private_module(dotted: str) -> bool:
+    parts = dotted.split(".")
+    return parts[0] in FOREIGN and any(_private(part) for part in parts[1:])
+
+
+def _foreign_names(tree: ast.AST) -> set[str]:
+    """The names a module binds to a foreign module or to a name imported from one."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in FOREIGN:
+                    names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in FOREIGN:
+            names.update(alias.asname or alias.name for alias in node.names)
+    return names
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _reads_by_name(node: ast.AST, foreign: set[str]) -> bool:
+    """``getattr(x, "_name")`` or ``hasattr(...)`` of a foreign ``x``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return False
+    if node.func.id not in ("getattr", "hasattr") or len(node.args) < 2:
+        return False
+    target, name = node.args[0], node.args[1]
+    return (
+        _root(target) in foreign
+        and isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
+        and _private(name.value)
+    )
+
+
+def _foreign_internals(tree: ast.AST) -> list[str]:
+    """Where a module reads a private name of a foreign library: an import from a private
+    module or of a private name, an attribute (``asyncio.tasks._current_tasks``, a slot taken
+    from a class's ``__dict__``), ``getattr``/``hasattr`` of one, or a private module named
+    in a string (``importlib.import_module("httpx._auth")``)."""
+    foreign = _foreign_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            module = node.module or ""
+            if _foreign_private_module(module) or (
+                module.split(".")[0] in FOREIGN and any(_private(a.name) for a in node.names)
+            ):
+                found.append(f"{line}: from {module} import ...")
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{line}: import {a.name}" for a in node.names if _foreign_private_module(a.name)
+            ]
+        elif isinstance(node, ast.Attribute) and _root(node.value) in foreign:
+            if (
+                _private(node.attr) or node.attr == "__dict__"
+            ):  # (a class's slots, a module's globals)
+                found.append(f"{line}: {ast.unparse(node)}")
+        elif _reads_by_name(node, foreign) or (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _foreign_private_module(node.value)
+            and " " not in node.value
+        ):
+            found.append(f"{line}: {ast.unparse(node)}")
+    return found
+
+
+#: The package allowed to read other libraries' internals.
+COMPAT = "tdk._compat"
+
+
+def test_only_the_compat_package_reads_other_libraries_internals() -> None:
+    """Every private name of a foreign library that tdk reads is read in :mod:`tdk._compat`,
+    where its versions and its public fallback are written down and tested."""
+    found = {
+        name: reads
+        for name, path in MODULES.items()
+        if name != COMPAT and not name.startswith(COMPAT + ".")
+        if (reads := _foreign_internals(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param("import asyncio\nasyncio.tasks._current_tasks.get", id="attribute"),
+        pytest.param("from httpx._auth import FunctionAuth", id="private-module"),
+        pytest.param("from asyncio.tasks import _current_tasks", id="private-name"),
+        pytest.param("import opentelemetry.metrics._internal", id="import-private"),
+        pytest.param("from pydantic import BaseModel\nBaseModel.__dict__['__dict__']", id="slot"),
+        pytest.param("import asyncio\ngetattr(asyncio.tasks, '_current_tasks')", id="getattr"),
+        pytest.param("import sys\nsys._getframe(1)", id="sys"),
+        pytest.param("importlib.import_module('httpx._auth')", id="string"),
+    ],
+)
+def test_the_internals_scan_sees_each_way_of_reading(source: str) -> None:
+    assert len(_foreign_internals(ast.parse(source))) == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["frames", "httpx_auth", "otel_globals", "pydantic_slots", "running_task"]
+)
+def test_the_compat_modules_are_what_the_scan_would_catch(name: str) -> None:
+    """The exemption is not for nothing: each compat module reads what the scan looks for."""
+    assert _foreign_internals(ast.parse(MODULES[f"{COMPAT}.{name}"].read_text()))

@@ -1206,7 +1206,7 @@ def test_telemetry_is_kept_while_the_providers_stay(
 
 def _forget_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
     """tdk._telemetry as before its first call (the API not loaded yet), until the test ends."""
-    monkeypatch.setattr(telemetry, "_providers", None)
+    monkeypatch.setattr(telemetry, "_unset", None)
     monkeypatch.setattr(telemetry._Loaded, "api", telemetry._UNSET)
     monkeypatch.setattr(telemetry._Loaded, "current", None)
 
@@ -1237,7 +1237,7 @@ def test_api_keeping_its_providers_elsewhere(
     tracing.exporter.clear()
 
     assert telemetry.active() is None
-    assert telemetry._providers is None
+    assert telemetry._unset is None
     with providers_set(tracing.provider, None):
         assert telemetry.active() is not None
         run(add.run({"a": 1}))

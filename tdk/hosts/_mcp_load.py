@@ -14,8 +14,8 @@ from types import TracebackType
 from typing import Final, Generic, Self, TypeVar
 
 import anyio
-from mcp.shared._stream_protocols import WriteStream
 
+from tdk._compat.mcp_streams import WriteStream
 from tdk.errors import ToolBulkheadFullError
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MAX_UNREAD", "Load"]
@@ -76,7 +76,7 @@ class Load:
                 self._freed = anyio.Event()
             await self._freed.wait()
 
-    def counted(self, stream: WriteStream[T]) -> WriteStream[T]:
+    def counted(self, stream: WriteStream[T]) -> _Counted[T]:
         """``stream``, counting in ``waiting`` each message being sent through it."""
         return _Counted(stream, self)
 

@@ -50,7 +50,6 @@ try:
     from mcp.server.lowlevel import Server
     from mcp.server.models import InitializationOptions
     from mcp.server.transport_security import TransportSecuritySettings
-    from mcp.shared._stream_protocols import ReadStream, WriteStream
     from mcp.shared.message import SessionMessage
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
     raise ImportError(
@@ -61,6 +60,7 @@ except ImportError as missing:  # pragma: no cover - the extra is part of the te
 from pydantic_core import PydanticSerializationError, to_json
 
 from tdk import __version__
+from tdk._compat.mcp_streams import ReadStream, WriteStream
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
 from tdk._execute import failure_result, shown_name

@@ -27,8 +27,8 @@ from datetime import datetime
 from typing import Any, Final, Protocol, TypeVar
 
 import httpx
-from httpx._auth import FunctionAuth
 
+from tdk._compat.httpx_auth import FUNCTION_AUTH
 from tdk._exchanges import NOTING, note_failure, note_refusal, note_response, note_sending
 from tdk._redact import call_secrets, end_call_secrets
 from tdk.errors import ErrorCategory, UpstreamError
@@ -59,7 +59,7 @@ CHALLENGES: Final = frozenset({401, 407})
 #: leaves challenges to that send, and 2xx bodies too (it knows whether the caller streams
 #: them), for responses to marked requests only: another client called meanwhile (a token
 #: fetched in an auth flow) keeps the hook's plain behaviour. (A mark in the request, not a
-#: context variable: setting one around httpx's send cost more than the rest of the wrapper.)
+#: context variable, keeps the wrapper light: bench/README.md#the-installed-send.)
 _MARK: Final = "tdk.installed_send"
 #: The key under which a flow that reads the body of the challenges it answers
 #: (``requires_response_body``) marks its requests: the hook leaves those bodies whole.
@@ -440,8 +440,11 @@ class _MarkingAuth(httpx.Auth):
                 _unmark(sent, _READS)
 
 
-#: ``httpx`` auth types whose flow sends its request once.
-_ONE_SHOT_AUTHS: Final = frozenset({httpx.Auth, httpx.BasicAuth, httpx.NetRCAuth, FunctionAuth})
+#: ``httpx`` auth types whose flow sends its request once (a client's callable auth among
+#: them where httpx lets tdk name its class).
+_ONE_SHOT_AUTHS: Final = frozenset(
+    {httpx.Auth, httpx.BasicAuth, httpx.NetRCAuth, *([FUNCTION_AUTH] if FUNCTION_AUTH else [])}
+)
 
 
 def _mark(request: httpx.Request, key: str = _MARK) -> None:
