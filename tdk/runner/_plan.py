@@ -87,6 +87,8 @@ class Plan:
     """The plans of formatted scopes, by the values of the fields (a few thousand at most)."""
     by_context: bool = False
     """Whether any scope names context fields (``scoped_by`` is not empty)."""
+    context_fields: tuple[str, ...] = ()
+    """Every field the two scopes name, each once."""
 
 
 class Plans:
@@ -173,6 +175,7 @@ class Plans:
             scoped_by=ScopeFields(scope_fields(limiter_scope), scope_fields(breaker_scope)),
         )
         plan.by_context = plan.scoped_by != _UNSCOPED
+        plan.context_fields = tuple(dict.fromkeys((*plan.scoped_by[0], *plan.scoped_by[1])))
         if not plan.by_context:
             self._bind_state(plan)
         self.by_name[key] = self.by_name[tool.name] = plan
@@ -181,14 +184,14 @@ class Plans:
     def scoped(self, plan: Plan, context: ToolContext | None) -> Plan | ToolError:
         """The plan of a call whose scopes name context fields: its state keys formatted
         for ``context``; or the error naming the fields the context lacks."""
-        limiter_fields, breaker_fields = plan.scoped_by
-        named = tuple(dict.fromkeys((*limiter_fields, *breaker_fields)))
+        named = plan.context_fields
         values = context_values(named, context)
         if isinstance(values, list):
             return scope_fields_missing(plan.name, values)
         found = plan.scoped.get(values)
         if found is not None:
             return found
+        limiter_fields, breaker_fields = plan.scoped_by
         if len(plan.scoped) >= MAX_SCOPED_PLANS:
             for each in self.by_name.values():  # (no plan keeps a state forgotten here)
                 each.scoped.clear()
@@ -201,6 +204,7 @@ class Plans:
             scoped_by=_UNSCOPED,
             scoped={},
             by_context=False,
+            context_fields=(),
         )
         self._bind_state(found)
         policies = plan.policies

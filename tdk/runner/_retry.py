@@ -84,8 +84,6 @@ class Call:
         context: ToolContext | None,
         call_id: str | None,
         started: float,
-        *,
-        deadline: Deadline | None,
     ) -> None:
         self.plan = plan
         self.arguments = arguments
@@ -93,7 +91,9 @@ class Call:
         self.call_id = call_id
         self.started = started
         """``perf_counter()`` when the call began: its duration counts from there."""
-        self.deadline = deadline
+        limit = plan.policies.deadline
+        # (on the monotonic clock, whatever clock the policies' state reads: see _deadline)
+        self.deadline = None if limit is None else Deadline(limit)
         self.lingering: list[Job] | None = [] if plan.threaded else None
         """Sync bodies of its attempts still running in their threads past their time
         limit: they keep the call's slots until they end."""

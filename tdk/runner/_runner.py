@@ -38,7 +38,6 @@ from tdk.errors import ToolError, ToolInputError
 from tdk.runner._admission import Admission
 from tdk.runner._breaker import CircuitState
 from tdk.runner._config import Layers, Policies, check_policies
-from tdk.runner._deadline import Deadline
 from tdk.runner._gate import Gate
 from tdk.runner._plan import Plan, Plans
 from tdk.runner._policies import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy
@@ -308,10 +307,8 @@ class ToolRunner:
             plan = found
         if plan.keyed:  # one idempotency key for every attempt of this call
             context = context_of_call(context)
-        limit = plan.policies.deadline
-        # (on the monotonic clock, whatever clock the policies' state reads: see _deadline)
-        deadline = None if limit is None else Deadline(limit)
-        call = Call(plan, arguments, context, call_id, started, deadline=deadline)
+        call = Call(plan, arguments, context, call_id, started)
+        deadline = call.deadline
         if deadline is None or self._local is not None:
             return await self._guarded(call)
         # A shared store waits for its server within the deadline (see CallDeadline), which

@@ -17,7 +17,7 @@ them. A store that does not subclass :class:`StateStore` gets the defaults throu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar, cast, runtime_checkable
@@ -135,19 +135,44 @@ class StateStore(Protocol):
         return cast(bool, NotImplemented)  # (the usual checks decide)
 
 
-class _ThroughUpdate(StateStore):
-    """A store that implements :meth:`StateStore.update` alone, given the named operations'
-    defaults."""
+class _ThroughUpdate:
+    """A store that implements :meth:`StateStore.update` alone, asked by the names of the
+    operations. (Each hands back the store's own ``update`` coroutine: no further await.)"""
 
-    __slots__ = ("_store",)
+    __slots__ = ("update",)
 
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
+    def __init__(self, store: StateStore) -> None:
+        self.update: Final = store.update
         """The wrapped store's own ``update``."""
-        answer: _R = await self._store.update(key, change, *args)
-        return answer
+
+    def admit(self, key: str, limit: RateLimit, now: float) -> Awaitable[float]:
+        """:meth:`StateStore.admit` through ``update``."""
+        return self.update(key, _limiter.admit, limit, now)
+
+    def acquire(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        probe_lifetime: float | None = None,
+    ) -> Awaitable[Verdict]:
+        """:meth:`StateStore.acquire` through ``update``."""
+        return self.update(key, _breaker.acquire, policy, clock, probe_lifetime)
+
+    def record(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        ticket: int,
+        outcome: Outcome,
+    ) -> Awaitable[Transition]:
+        """:meth:`StateStore.record` through ``update``."""
+        return self.update(key, _breaker.record, policy, clock, ticket, outcome)
+
+    def peek(self, key: str, policy: CircuitBreaker, clock: Callable[[], float]) -> Awaitable[bool]:
+        """:meth:`StateStore.peek` through ``update``."""
+        return self.update(key, _breaker.peek, policy, clock)
 
 
 #: The operations the runner calls on a store by name.
@@ -159,7 +184,7 @@ def named_operations(store: StateStore) -> StateStore:
     :class:`StateStore`, or writes its own); else ``store`` seen through :meth:`update`."""
     if all(callable(getattr(store, name, None)) for name in _NAMED):
         return store
-    return _ThroughUpdate(store)
+    return cast(StateStore, _ThroughUpdate(store))
 
 
 class InMemoryStore(StateStore):
