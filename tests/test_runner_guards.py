@@ -812,6 +812,55 @@ def test_the_stores_satisfy_the_protocol() -> None:
         ToolRunner(Toolkit("x", Upstream().tools), store=object())  # type: ignore[arg-type]
 
 
+class NamedStore(StateStore):
+    """A store that answers the runner's named operations itself (as ``RedisStore`` does
+    with a script each) and notes which ran; ``update`` is for other changes only."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+        self.named: list[str] = []
+        self.updates = 0
+
+    async def update(self, key: str, change: Callable[..., Any], *args: Any) -> Any:
+        self.updates += 1
+        return await self.inner.update(key, change, *args)
+
+    async def admit(self, key: str, limit: RateLimit, now: float) -> float:
+        self.named.append("admit")
+        return await self.inner.admit(key, limit, now)
+
+    async def acquire(self, key: str, *args: Any) -> Any:
+        self.named.append("acquire")
+        return await self.inner.acquire(key, *args)
+
+    async def record(self, key: str, *args: Any) -> Any:
+        self.named.append("record")
+        return await self.inner.record(key, *args)
+
+    async def peek(self, key: str, *args: Any) -> bool:
+        self.named.append("peek")
+        return await self.inner.peek(key, *args)
+
+
+@in_loop
+async def test_the_runner_asks_a_store_by_the_names_of_its_operations() -> None:
+    """A store that implements the named operations gets each question by its name, never
+    as a change function handed to ``update`` (whose identity it would have to infer)."""
+    store = NamedStore()
+    upstream = Upstream()
+    runner = ToolRunner(
+        Toolkit("n", upstream.tools),
+        circuit_breaker=BREAKER,
+        rate_limit=RateLimit(calls=100, period=1.0),
+        store=store,
+    )
+    upstream.errors = [down()]
+    await runner.run("fail")
+    await runner.available(runner.toolkit)
+    assert store.named == ["acquire", "admit", "record", "peek", "peek"]
+    assert store.updates == 0
+
+
 @in_loop
 async def test_a_store_that_lost_its_state_starts_afresh() -> None:
     """If the shared store forgets a circuit mid-call (a restart), the attempt's outcome

@@ -269,6 +269,41 @@ def test_no_function_is_longer_than_80_lines() -> None:
     assert long == []
 
 
+#: Size limits of packages split by idea (issue 23): longest module, class and function, in
+#: lines (a function's and a class's signature and docstring included).
+SPLIT_PACKAGES = {"tdk.runner": {"module": 700, "class": 450, "function": 60}}
+
+
+def _sizes(path: Path, kind: str) -> list[tuple[str, int]]:
+    """The modules, classes or functions of ``path`` (by ``kind``) and their lengths."""
+    if kind == "module":
+        return [(_module_name(path), len(path.read_text().splitlines()))]
+    if kind == "function":
+        return _functions(path)
+    return [
+        (f"{_module_name(path)}.{node.name}:{node.lineno}", node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno
+    ]
+
+
+@pytest.mark.parametrize(
+    ("package", "kind"),
+    [(p, k) for p, limits in SPLIT_PACKAGES.items() for k in limits],
+    ids=[f"{p}-{k}" for p, limits in SPLIT_PACKAGES.items() for k in limits],
+)
+def test_split_packages_keep_their_size_limits(package: str, kind: str) -> None:
+    limit = SPLIT_PACKAGES[package][kind]
+    over = [
+        f"{name} ({lines} lines)"
+        for module, path in MODULES.items()
+        if module == package or module.startswith(f"{package}.")
+        for name, lines in _sizes(path, kind)
+        if lines > limit
+    ]
+    assert over == []
+
+
 def test_no_function_length_is_excused() -> None:
     excused = [
         f"{path.relative_to(ROOT)}:{number}"

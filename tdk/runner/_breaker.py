@@ -1,7 +1,8 @@
 """The circuit breaker: per-tool state and the two changes that drive it.
 
-:func:`acquire` asks whether an attempt may run; :func:`record` reports how it ended. Both are
-state changes for :meth:`StateStore.update <tdk.runner.StateStore.update>`.
+:func:`acquire` asks whether an attempt may run; :func:`record` reports how it ended; :func:`peek`
+asks without changing anything. Each is a state change a :class:`~tdk.runner.StateStore` applies
+atomically, and the rule of its named operation of the same name.
 
 The circuit counts consecutive failed attempts of the categories server_error, timeout and
 connection. A success resets the count; other failures (bad arguments, a 404) say nothing
@@ -23,7 +24,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple
 
 from tdk._result import ToolResult
 from tdk.errors import ErrorCategory
@@ -107,18 +108,29 @@ class Circuit:
     """Bumped by every transition."""
 
 
-Verdict: TypeAlias = tuple[int | None, CircuitState, CircuitState, int, float | None]
-"""The answer of :func:`acquire`: ``(ticket, before, after, failures, retry_after)``.
+class Verdict(NamedTuple):
+    """The answer of :func:`acquire`: whether an attempt may run, and the circuit around it."""
 
-``ticket`` is the generation an admitted attempt hands back to :func:`record` (None for a
-refusal); ``before``/``after`` are the states around the change; ``failures`` the consecutive
-failure count; ``retry_after`` the seconds until a refused call could be admitted: until an
-open circuit half-opens, or until a half-open circuit's probes expire (None otherwise).
-Plain tuples: these are built twice per call on the runner's hot path.
-"""
+    ticket: int | None
+    """The generation an admitted attempt hands back to :func:`record` (None: refused)."""
+    before: CircuitState
+    """The state before the change."""
+    after: CircuitState
+    """The state after it."""
+    failures: int
+    """Consecutive counted failures."""
+    retry_after: float | None
+    """Seconds until a refused call could be admitted: until an open circuit half-opens, or
+    until a half-open circuit's probes expire (None otherwise)."""
 
-Transition: TypeAlias = tuple[CircuitState, CircuitState, int]
-"""The answer of :func:`record`: ``(before, after, failures)``."""
+
+class Transition(NamedTuple):
+    """The answer of :func:`record`: the circuit's state around the report."""
+
+    before: CircuitState
+    after: CircuitState
+    failures: int
+    """Consecutive counted failures after the report."""
 
 
 def acquire(
@@ -136,26 +148,26 @@ def acquire(
         circuit = _restored(circuit)
     before = circuit.state
     if before is _CLOSED:
-        return circuit, (circuit.generation, before, before, circuit.failures, None)
+        return circuit, Verdict(circuit.generation, before, before, circuit.failures, None)
     now = clock()
     lifetime = policy.reset_timeout if probe_lifetime is None else probe_lifetime
     if before is _OPEN:
         circuit.opened_at = min(circuit.opened_at, now)  # a clock stepped back counts from now
         reopens = circuit.opened_at + policy.reset_timeout
         if now < reopens:
-            return circuit, (None, before, before, circuit.failures, reopens - now)
+            return circuit, Verdict(None, before, before, circuit.failures, reopens - now)
         circuit.state = _HALF_OPEN
         circuit.generation += 1
         circuit.probes = 0
     elif circuit.probes >= policy.half_open_max_calls:
         expire = circuit.probes_expire = min(circuit.probes_expire, now + lifetime)
         if now < expire:
-            return circuit, (None, before, before, circuit.failures, expire - now)
+            return circuit, Verdict(None, before, before, circuit.failures, expire - now)
         circuit.generation += 1  # the probes were lost: a late report goes into the void
         circuit.probes = 0
     circuit.probes += 1
     circuit.probes_expire = now + lifetime
-    return circuit, (circuit.generation, before, circuit.state, circuit.failures, None)
+    return circuit, Verdict(circuit.generation, before, circuit.state, circuit.failures, None)
 
 
 def record(
@@ -173,7 +185,7 @@ def record(
         circuit = _restored(circuit)
     before = circuit.state
     if generation != circuit.generation or before is _OPEN:
-        return circuit, (before, before, circuit.failures)  # from an earlier generation
+        return circuit, Transition(before, before, circuit.failures)  # from an earlier generation
     if before is _HALF_OPEN:
         if outcome is NEUTRAL:
             circuit.probes -= 1  # the probe says nothing: let another one through
@@ -188,7 +200,7 @@ def record(
         circuit.failures += 1
         if circuit.failures >= policy.failure_threshold:
             _open(circuit, clock())
-    return circuit, (before, circuit.state, circuit.failures)
+    return circuit, Transition(before, circuit.state, circuit.failures)
 
 
 def refuses(circuit: Circuit | None, policy: CircuitBreaker, now: float) -> bool:

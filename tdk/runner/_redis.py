@@ -1,8 +1,8 @@
 """``RedisStore``: limiter and circuit state shared by runners in many processes, on Redis.
 
-tdk's own state changes (the limiter's ``admit``, the circuit's ``acquire``, ``record`` and
-``peek``) run as Lua scripts (see ``_redis_scripts``), one round trip each, registered once and
-run with ``EVALSHA``, timed by the server's ``TIME``. Any other change (a plain function, as
+The store's named operations (the limiter's ``admit``, the circuit's ``acquire``, ``record``
+and ``peek``) run as Lua scripts (see ``_redis_scripts``), one round trip each, registered once
+and run with ``EVALSHA``, timed by the server's ``TIME``. Any other change (a plain function, as
 :meth:`StateStore.update` allows) is applied optimistically: ``WATCH`` the key, read its
 state (JSON), apply the change here, write it back in ``MULTI``/``EXEC``, and try again on a
 conflict, a bounded number of times.
@@ -41,8 +41,8 @@ import math
 import random
 import secrets
 import time
-from collections.abc import Callable
-from typing import Any, Final, Literal, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Literal, TypeVar, cast
 
 from tdk._redact import encodable, redact_text
 from tdk.runner._breaker import (
@@ -51,13 +51,15 @@ from tdk.runner._breaker import (
     SUCCESS,
     CircuitState,
     Outcome,
+    Transition,
+    Verdict,
     acquire,
     peek,
     record,
 )
 from tdk.runner._limiter import admit
 from tdk.runner._policies import CircuitBreaker, RateLimit
-from tdk.runner._store import CALL_DEADLINE, InMemoryStore
+from tdk.runner._store import CALL_DEADLINE, InMemoryStore, StateStore
 
 try:
     import redis.asyncio as aioredis
@@ -93,7 +95,7 @@ _CLOSED: Final = CircuitState.CLOSED
 _POLICIES: Final = frozenset({"rate_limit", "circuit"})
 _SCRIPTED: Final = (admit, acquire, record, peek)
 #: What ``record`` answers for a success that a quiet closed circuit has nothing to do with.
-_QUIET: Final = (_CLOSED, _CLOSED, 0)
+_QUIET: Final = Transition(_CLOSED, _CLOSED, 0)
 #: The per-process state is swept of idle states once it holds more than this many (and
 #: then when it has doubled since the last sweep).
 _SWEEP_AT: Final = 4096
@@ -101,7 +103,7 @@ _SWEEP_AT: Final = 4096
 _MAX_WARNED: Final = 4096
 
 
-class RedisStore:
+class RedisStore(StateStore):
     """Runner state on Redis, shared by every runner that uses the same server and prefix.
 
     ::
@@ -201,7 +203,101 @@ class RedisStore:
     async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """Apply ``change`` to the state under ``key`` atomically (see
         :meth:`StateStore.update <tdk.runner.StateStore.update>`): on Redis while it
-        answers (for a runner's call with a deadline: in time), in this process otherwise."""
+        answers (for a runner's call with a deadline: in time), in this process otherwise.
+        tdk's own changes run as their named operations (a script each); any other is
+        applied optimistically."""
+        answer: Any
+        if change is admit:
+            answer = await self.admit(key, *args)
+        elif change is acquire:
+            answer = await self.acquire(key, *args)
+        elif change is record:
+            answer = await self.record(key, *args)
+        elif change is peek:
+            answer = await self.peek(key, *args)
+        else:
+
+            def optimistic(link: Link, shared_key: str, timeout: float) -> Awaitable[_R]:
+                return self._optimistic(link, shared_key, change, args, timeout)
+
+            answer = await self._change(key, change, args, optimistic)
+        return cast(_R, answer)
+
+    async def admit(self, key: str, limit: RateLimit, now: float) -> float:
+        """The limiter's admission (see :meth:`StateStore.admit
+        <tdk.runner.StateStore.admit>`), one script on Redis."""
+
+        async def shared(link: Link, shared_key: str, timeout: float) -> float:
+            return await _scripted(timeout, self._admitted(link, shared_key, limit))
+
+        return await self._change(key, admit, (limit, now), shared)
+
+    async def acquire(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        probe_lifetime: float | None = None,
+    ) -> Verdict:
+        """The circuit's ticket or refusal (see :meth:`StateStore.acquire
+        <tdk.runner.StateStore.acquire>`), one script on Redis."""
+
+        async def shared(link: Link, shared_key: str, timeout: float) -> Verdict:
+            scripted = self._acquired(link, shared_key, policy, probe_lifetime)
+            verdict = await _scripted(timeout, scripted)
+            self._saw(shared_key, verdict.ticket, verdict.after, verdict.failures)
+            return verdict
+
+        return await self._change(key, acquire, (policy, clock, probe_lifetime), shared)
+
+    async def record(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        ticket: int,
+        outcome: Outcome,
+    ) -> Transition:
+        """The report of how an attempt ended (see :meth:`StateStore.record
+        <tdk.runner.StateStore.record>`), one script on Redis, or none for a success in a
+        circuit this store saw closed and clean."""
+
+        async def shared(link: Link, shared_key: str, timeout: float) -> Transition:
+            if outcome is SUCCESS and self._quiet.get(shared_key) == ticket:
+                # A success admitted by a circuit that was closed and clean: it has nothing
+                # to reset (a failure another worker reported since is newer than this
+                # success, which began before it), so no round trip; the answer is the
+                # circuit as this store last saw it.
+                return _QUIET
+            scripted = self._recorded(link, shared_key, policy, ticket, outcome)
+            moved = await _scripted(timeout, scripted)
+            self._saw(shared_key, ticket, moved.after, moved.failures)
+            return moved
+
+        args = (policy, clock, ticket, outcome)
+        return await self._change(key, record, args, shared, report=True)
+
+    async def peek(self, key: str, policy: CircuitBreaker, clock: Callable[[], float]) -> bool:
+        """Whether the circuit would refuse a call now (see :meth:`StateStore.peek
+        <tdk.runner.StateStore.peek>`), one script on Redis that writes nothing."""
+
+        async def shared(link: Link, shared_key: str, timeout: float) -> bool:
+            return await _scripted(timeout, self._peeked(link, shared_key, policy))
+
+        return await self._change(key, peek, (policy, clock), shared)
+
+    async def _change(
+        self,
+        key: str,
+        change: Callable[..., tuple[Any, _R]],
+        args: tuple[Any, ...],
+        shared: Callable[[Link, str, float], Awaitable[_R]],
+        *,
+        report: bool = False,
+    ) -> _R:
+        """``shared`` (the change on Redis, within a timeout) while Redis answers in time;
+        else ``change`` applied to this process's state. ``report``: a report of how an
+        attempt ended, which may take a tenth of a call's deadline past it."""
         timeout = self.timeout
         call = CALL_DEADLINE.get()  # (a runner's call with a deadline, in progress)
         if call is not None:
@@ -212,7 +308,7 @@ class RedisStore:
             # when it is spent: a server that answers gets it (an attempt that ran into the
             # deadline is a failure the circuit is for), one that does not costs little.
             half = (call.ends_at - asyncio.get_running_loop().time()) / 2
-            timeout = min(timeout, max(half, call.length / 10) if change is record else half)
+            timeout = min(timeout, max(half, call.length / 10) if report else half)
             if timeout <= 0:
                 call.fell_back = True
                 return self._in_process(key, change, args)
@@ -223,7 +319,7 @@ class RedisStore:
                 return self._in_process(key, change, args)
             self._down_until = now + self.retry_interval  # this call tries; the others wait
         try:
-            answer: _R = await self._shared(self._here(), self.key(key), change, args, timeout)
+            answer = await shared(self._here(), self.key(key), timeout)
         except _ContentionError:
             raise
         except (RedisError, OSError, RuntimeError) as failure:
@@ -302,48 +398,20 @@ class RedisStore:
             )
         self._down_until = time.monotonic() + self.retry_interval
 
-    async def _shared(
-        self,
-        link: Link,
-        key: str,
-        change: Callable[..., Any],
-        args: tuple[Any, ...],
-        timeout: float,
-    ) -> Any:
-        if change is record and args[3] is SUCCESS and self._quiet.get(key) == args[2]:
-            # A success admitted by a circuit that was closed and clean: it has nothing to
-            # reset (a failure another worker reported since is newer than this success,
-            # which began before it), so no round trip; the answer is the circuit as this
-            # store last saw it.
-            return _QUIET
-        if change not in _SCRIPTED:
-            return await self._optimistic(link, key, change, args, timeout)
-        try:
-            async with asyncio.timeout(timeout):
-                if change is admit:
-                    return await self._admitted(link, key, args[0])
-                if change is peek:
-                    refuses, held = await link.peek(keys=[key], args=_peek_args(args[0]))
-                    self._replaced(key, held)
-                    return bool(refuses)
-                if change is acquire:
-                    probe_lifetime = args[2] if len(args) > 2 else None
-                    verdict = await self._acquired(link, key, args[0], probe_lifetime)
-                    generation, after, failures = verdict[0], verdict[2], verdict[3]
-                    answer: Any = verdict
-                else:
-                    answer = await self._recorded(link, key, args[0], args[2], args[3])
-                    generation, after, failures = args[2], answer[1], answer[2]
-        except (TypeError, ValueError, IndexError) as bad:  # a reply of another shape (a proxy,
-            # a server that is not Redis): no answer, as an outage is
-            raise RedisError(f"unexpected reply to a tdk script ({type(bad).__name__})") from bad
+    def _saw(self, key: str, ticket: int | None, after: CircuitState, failures: int) -> None:
+        """Remember whether the circuit under ``key`` is closed and clean as of ``ticket``
+        (a success reported in that generation then needs no round trip)."""
         if after is _CLOSED and failures == 0:
             if len(self._quiet) >= _MAX_QUIET:  # (per-user scopes: bounded, forgets all)
                 self._quiet.clear()
-            self._quiet[key] = generation
+            self._quiet[key] = ticket
         else:
             self._quiet.pop(key, None)
-        return answer
+
+    async def _peeked(self, link: Link, key: str, policy: CircuitBreaker) -> bool:
+        refuses, held = await link.peek(keys=[key], args=_peek_args(policy))
+        self._replaced(key, held)
+        return bool(refuses)
 
     async def _admitted(self, link: Link, key: str, limit: RateLimit) -> float:
         period_us = _us(limit.period)
@@ -359,7 +427,7 @@ class RedisStore:
 
     async def _acquired(
         self, link: Link, key: str, policy: CircuitBreaker, probe_lifetime: float | None
-    ) -> tuple[int | None, CircuitState, CircuitState, int, float | None]:
+    ) -> Verdict:
         lifetime = policy.reset_timeout if probe_lifetime is None else probe_lifetime
         ticket, before, after, failures, wait, held = await link.acquire(
             keys=[key],
@@ -371,7 +439,7 @@ class RedisStore:
             ],
         )
         self._replaced(key, held)
-        return (
+        return Verdict(
             None if int(ticket) < 0 else int(ticket),
             _state(before),
             _state(after),
@@ -381,7 +449,7 @@ class RedisStore:
 
     async def _recorded(
         self, link: Link, key: str, policy: CircuitBreaker, generation: int, outcome: Outcome
-    ) -> tuple[CircuitState, CircuitState, int]:
+    ) -> Transition:
         before, after, failures, held = await link.record(
             keys=[key],
             args=[
@@ -392,7 +460,7 @@ class RedisStore:
             ],
         )
         self._replaced(key, held)
-        return _state(before), _state(after), int(failures)
+        return Transition(_state(before), _state(after), int(failures))
 
     async def _optimistic(
         self,
@@ -428,6 +496,16 @@ class RedisStore:
             f"the state under {key!r} changed {_MAX_CONFLICTS} times while this change was "
             "applied: too many workers change it at once"
         )
+
+
+async def _scripted(timeout: float, script: Awaitable[_R]) -> _R:
+    """The answer of a tdk script within ``timeout``; a reply of another shape (a proxy, a
+    server that is not Redis) is no answer, as an outage is."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await script
+    except (TypeError, ValueError, IndexError) as bad:
+        raise RedisError(f"unexpected reply to a tdk script ({type(bad).__name__})") from bad
 
 
 async def _json_state(pipe: Any, key: str) -> tuple[Any, str]:

@@ -1,4 +1,5 @@
-"""The runner's own refusals, as the errors every result carries, and its log records."""
+"""The runner's own refusals, as the errors every result carries and as results, and its log
+records."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import logging
 from typing import Final
 
 from tdk._context import ToolContext, secrets_of
-from tdk._execute import logged_call_id
-from tdk._telemetry import circuit_changed
+from tdk._execute import failure_result, logged_call_id
+from tdk._result import ToolResult
+from tdk._telemetry import circuit_changed, counted, event
 from tdk.errors import (
     ErrorInfo,
     ToolBulkheadFullError,
     ToolCircuitOpenError,
+    ToolError,
     ToolRateLimitedError,
     ToolRequirementError,
     ToolTimeoutError,
@@ -19,6 +22,7 @@ from tdk.errors import (
 from tdk.runner._breaker import CircuitState
 from tdk.runner._limiter import wait_ms
 from tdk.runner._policies import CircuitBreaker, RateLimit
+from tdk.runner._stats import REFUSAL_KINDS
 
 __all__ = [
     "bulkhead_full",
@@ -27,6 +31,7 @@ __all__ = [
     "log_decision",
     "log_transition",
     "rate_limited",
+    "refusal_result",
 ]
 
 logger: Final = logging.getLogger("tdk.runner")
@@ -107,17 +112,41 @@ def deadline_passed(name: str, deadline: float) -> ToolTimeoutError:
     )
 
 
+def refusal_result(
+    name: str,
+    error: ToolError,
+    context: ToolContext | None,
+    call_id: str | None,
+    started: float,
+) -> ToolResult:
+    """The result of a call refused before the tool body ran: classified, redacted and
+    logged once, like every failure."""
+    if error.kind in REFUSAL_KINDS:  # the runner's own (not an unknown tool's name, say)
+        event("tdk.refused", {"error.type": error.kind.value})
+        counted("refusals", name, **{"error.type": error.kind.value})
+    return failure_result(
+        name,
+        error,
+        call_id=call_id,
+        context=context,
+        attempts=0,
+        started=started,
+        include_stacktrace=False,
+    )
+
+
 def log_decision(
     name: str,
-    attempt: tuple[int, int],
+    attempt: int,
+    of: int,
     error: ErrorInfo,
+    *,
     reason: str,
     wait: float | None,
-    *,
     call_id: str | None,
     context: ToolContext | None,
 ) -> None:
-    """One INFO record for a retry decision after attempt ``attempt = (n, of)`` of a call of
+    """One INFO record for a retry decision after attempt ``attempt`` (of ``of``) of a call of
     tool ``name`` (``call_id``, redacted with ``context``'s secrets) failed: a retry after
     ``wait`` seconds (``reason`` is ``backoff`` or ``retry_after``, whichever was longer), or
     none (``reason`` says why: ``not_idempotent``, ``max_attempts``, ``deadline``,
@@ -126,7 +155,7 @@ def log_decision(
     if not logger.isEnabledFor(logging.INFO):
         return
     shown = logged_call_id(call_id, secrets_of(context))
-    number, of = attempt
+    number = attempt
     who = name if shown is None else f"{name} (call {shown})"
     retrying = reason in RETRYING
     if retrying:

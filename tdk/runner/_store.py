@@ -6,19 +6,27 @@ state change atomically. The changes themselves are plain functions of ``tdk.run
 (``(state, *args) -> (new_state, answer)``), so a store shared by many worker processes (Redis,
 say) runs exactly the same rules as the in-process one: it only has to make read-change-write
 atomic, for example optimistically (read, change, compare-and-set, retry on conflict).
+
+The runner asks for four changes by name: :meth:`StateStore.admit` (the limiter),
+:meth:`~StateStore.acquire`, :meth:`~StateStore.record` and :meth:`~StateStore.peek` (the
+circuit). Each defaults to :meth:`~StateStore.update` with the rule of the same name, so a store
+needs only ``update``; a store that knows a faster way (``RedisStore``: a script each) overrides
+them. A store that does not subclass :class:`StateStore` gets the defaults through
+:func:`named_operations`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
-from tdk.runner._breaker import CircuitState
+from tdk.runner import _breaker, _limiter
+from tdk.runner._breaker import CircuitState, Outcome, Transition, Verdict
 from tdk.runner._policies import CircuitBreaker, RateLimit
 
-__all__ = ["CALL_DEADLINE", "CallDeadline", "InMemoryStore", "StateStore"]
+__all__ = ["CALL_DEADLINE", "CallDeadline", "InMemoryStore", "StateStore", "named_operations"]
 
 _R = TypeVar("_R")
 _S = TypeVar("_S")
@@ -56,14 +64,20 @@ in-process one (see :class:`CallDeadline`)."""
 class StateStore(Protocol):
     """The state of the rate limiters and circuit breakers of one or many runners.
 
-    Implement :meth:`update` to share that state between processes. States are small plain
-    objects (a ``collections.deque`` of floats for a limiter, a dataclass of scalars for a
-    circuit) that a shared store serialises. Runners sharing a store share the state of
-    equally named tools, and should share a clock too (pass ``clock=time.time``: monotonic
-    clocks differ between processes).
+    Implement :meth:`update` to share that state between processes: it is the one method a
+    store must have (``isinstance(store, StateStore)`` asks for it alone). The named
+    operations (:meth:`admit`, :meth:`acquire`, :meth:`record`, :meth:`peek`) are what the
+    runner calls; each defaults to :meth:`update` with tdk's rule of the same name, and a
+    store may override them (subclass ``StateStore`` to inherit the defaults). States are
+    small plain objects (a ``collections.deque`` of floats for a limiter, a dataclass of
+    scalars for a circuit) that a shared store serialises. Runners sharing a store share the
+    state of equally named tools, and should share a clock too (pass ``clock=time.time``:
+    monotonic clocks differ between processes).
 
     .. versionadded:: 0.1.0
     """
+
+    __slots__ = ()
 
     async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """Atomically replace the state under ``key`` with ``change(state, *args)[0]`` and
@@ -76,8 +90,104 @@ class StateStore(Protocol):
         """
         ...
 
+    async def admit(self, key: str, limit: RateLimit, now: float) -> float:
+        """The limiter: admit an attempt at ``now`` (answer 0.0), or answer the seconds until
+        one would be admitted (the rule of :func:`tdk.runner._limiter.admit`)."""
+        wait: float = await self.update(key, _limiter.admit, limit, now)
+        return wait
 
-class InMemoryStore:
+    async def acquire(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        probe_lifetime: float | None = None,
+    ) -> Verdict:
+        """The circuit: admit an attempt (its ticket) or refuse it (the rule of
+        :func:`tdk.runner._breaker.acquire`)."""
+        verdict: Verdict = await self.update(key, _breaker.acquire, policy, clock, probe_lifetime)
+        return verdict
+
+    async def record(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        ticket: int,
+        outcome: Outcome,
+    ) -> Transition:
+        """The circuit: report how the attempt admitted with ``ticket`` ended (the rule of
+        :func:`tdk.runner._breaker.record`)."""
+        moved: Transition = await self.update(key, _breaker.record, policy, clock, ticket, outcome)
+        return moved
+
+    async def peek(self, key: str, policy: CircuitBreaker, clock: Callable[[], float]) -> bool:
+        """The circuit: whether it would refuse a call now; changes nothing."""
+        refuses: bool = await self.update(key, _breaker.peek, policy, clock)
+        return refuses
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> bool:
+        """A class with an ``update`` method is a store: the named operations have defaults
+        (``collections.abc`` asks for the required methods alone the same way)."""
+        if cls is StateStore and any(callable(vars(k).get("update")) for k in other.__mro__):
+            return True
+        return cast(bool, NotImplemented)  # (the usual checks decide)
+
+
+class _ThroughUpdate:
+    """A store that implements :meth:`StateStore.update` alone, asked by the names of the
+    operations. (Each hands back the store's own ``update`` coroutine: no further await.)"""
+
+    __slots__ = ("update",)
+
+    def __init__(self, store: StateStore) -> None:
+        self.update: Final = store.update
+        """The wrapped store's own ``update``."""
+
+    def admit(self, key: str, limit: RateLimit, now: float) -> Awaitable[float]:
+        """:meth:`StateStore.admit` through ``update``."""
+        return self.update(key, _limiter.admit, limit, now)
+
+    def acquire(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        probe_lifetime: float | None = None,
+    ) -> Awaitable[Verdict]:
+        """:meth:`StateStore.acquire` through ``update``."""
+        return self.update(key, _breaker.acquire, policy, clock, probe_lifetime)
+
+    def record(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        ticket: int,
+        outcome: Outcome,
+    ) -> Awaitable[Transition]:
+        """:meth:`StateStore.record` through ``update``."""
+        return self.update(key, _breaker.record, policy, clock, ticket, outcome)
+
+    def peek(self, key: str, policy: CircuitBreaker, clock: Callable[[], float]) -> Awaitable[bool]:
+        """:meth:`StateStore.peek` through ``update``."""
+        return self.update(key, _breaker.peek, policy, clock)
+
+
+#: The operations the runner calls on a store by name.
+_NAMED: Final = ("admit", "acquire", "record", "peek")
+
+
+def named_operations(store: StateStore) -> StateStore:
+    """``store`` itself when it has every named operation (it subclasses
+    :class:`StateStore`, or writes its own); else ``store`` seen through :meth:`update`."""
+    if all(callable(getattr(store, name, None)) for name in _NAMED):
+        return store
+    return cast(StateStore, _ThroughUpdate(store))
+
+
+class InMemoryStore(StateStore):
     """The default store: a dict in this process, for the runners of one event loop.
 
     Changes run synchronously between two awaits of the loop, so each is atomic without a
