@@ -50,6 +50,7 @@ from tdk.runner._store import (
     CallDeadline,
     InMemoryStore,
     StateStore,
+    UpdateStore,
     named_operations,
 )
 
@@ -96,7 +97,7 @@ class ToolRunner:
         circuit_breaker: CircuitBreaker | None = None,
         bulkhead: Bulkhead | None = None,
         max_concurrency: int | None = None,
-        store: StateStore | None = None,
+        store: UpdateStore | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:

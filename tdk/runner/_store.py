@@ -26,7 +26,14 @@ from tdk.runner import _breaker, _limiter
 from tdk.runner._breaker import CircuitState, Outcome, Transition, Verdict
 from tdk.runner._policies import CircuitBreaker, RateLimit
 
-__all__ = ["CALL_DEADLINE", "CallDeadline", "InMemoryStore", "StateStore", "named_operations"]
+__all__ = [
+    "CALL_DEADLINE",
+    "CallDeadline",
+    "InMemoryStore",
+    "StateStore",
+    "UpdateStore",
+    "named_operations",
+]
 
 _R = TypeVar("_R")
 _S = TypeVar("_S")
@@ -58,6 +65,16 @@ CALL_DEADLINE: Final[ContextVar[CallDeadline | None]] = ContextVar(
 )
 """Set by the runner for the length of a call with a deadline on a store that is not the
 in-process one (see :class:`CallDeadline`)."""
+
+
+class UpdateStore(Protocol):
+    """What a store must have: :meth:`StateStore.update` alone. ``ToolRunner(store=...)``
+    takes any such object (a store written before the named operations, say), and asks it
+    the named operations through ``update``."""
+
+    async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
+        """See :meth:`StateStore.update`."""
+        ...
 
 
 @runtime_checkable
@@ -141,7 +158,7 @@ class _ThroughUpdate:
 
     __slots__ = ("update",)
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: UpdateStore) -> None:
         self.update: Final = store.update
         """The wrapped store's own ``update``."""
 
@@ -179,11 +196,11 @@ class _ThroughUpdate:
 _NAMED: Final = ("admit", "acquire", "record", "peek")
 
 
-def named_operations(store: StateStore) -> StateStore:
+def named_operations(store: UpdateStore) -> StateStore:
     """``store`` itself when it has every named operation (it subclasses
     :class:`StateStore`, or writes its own); else ``store`` seen through :meth:`update`."""
     if all(callable(getattr(store, name, None)) for name in _NAMED):
-        return store
+        return cast(StateStore, store)
     return cast(StateStore, _ThroughUpdate(store))
 
 

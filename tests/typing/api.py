@@ -8,7 +8,7 @@ the checker still rejects a wrong call.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from tdk import (
     DEFAULT,
@@ -21,6 +21,9 @@ from tdk import (
     ToolRunner,
     tool,
 )
+from tdk.runner import InMemoryStore
+
+_R = TypeVar("_R")
 
 
 @tool
@@ -106,3 +109,19 @@ def contexts_carry_a_key(maybe: str | None) -> None:
     key: str = context.idempotency_key
     headers: dict[str, str] = {"Idempotency-Key": context.idempotency_key}
     del key, headers
+
+
+class _UpdateOnly:
+    """A store written against ``update`` alone (before the named operations)."""
+
+    async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
+        state, answer = change(None, *args)
+        del key, state
+        return answer
+
+
+def a_store_with_update_alone_is_taken() -> None:
+    """``ToolRunner(store=...)`` takes a store that implements ``update`` alone."""
+    ToolRunner(Toolkit("math", [add]), store=_UpdateOnly())
+    ToolRunner(Toolkit("math", [add]), store=InMemoryStore())
+    ToolRunner(Toolkit("math", [add]), store="redis://")  # type: ignore[arg-type]
