@@ -300,11 +300,13 @@ def lines_run(server: Any, name: str, arguments: dict[str, Any]) -> int:
 
     async def scenario() -> types.CallToolResult:
         async with mcp.Client(server) as client:
+            # (the tracer in place, coverage's under pytest-cov, comes back afterwards)
+            previous = sys.gettrace()
             sys.settrace(trace)
             try:
                 return await client.call_tool(name, arguments)
             finally:
-                sys.settrace(None)
+                sys.settrace(previous)
 
     answered = run(scenario())
     assert answered.is_error is True
