@@ -25,22 +25,19 @@ See ``docs/mcp.md``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import inspect
 import logging
 import os
-import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, cast
 
 try:
+    import anyio
     from mcp import types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
-    from mcp.server.transport_security import TransportSecuritySettings
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
     raise ImportError(
         "tdk.hosts.mcp needs the mcp package: pip install 'tdk-tools[mcp]'"
@@ -55,10 +52,12 @@ from tdk._error_info import make_error_info
 from tdk._execute import failure_result, shown_name
 from tdk._model_text import error_fields, sendable
 from tdk._result import ToolResult
+from tdk._served_streams import protocol_streams
 from tdk._streams import flush_stdout
 from tdk._tool import Tool
 from tdk._toolkit import Toolkit
 from tdk.errors import FatalToolError, ToolOutputError
+from tdk.hosts._mcp_http import serve_http
 from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
 from tdk.hosts._source import Source, rendered
 from tdk.runner import ToolRunner
@@ -247,7 +246,7 @@ async def serve(
     at ``http://{host}:{port}/mcp``. The other options are :func:`server`'s."""
     mcp_server = server(source, runner=runner, context=context, name=name)
     if transport == "stdio":
-        async with stdio_server() as (read, write):  # (fd 1 goes to stderr meanwhile)
+        async with stdio_server(*_reserved_streams()) as (read, write):
             try:
                 await mcp_server.run(read, write, mcp_server.create_initialization_options())
             finally:
@@ -257,60 +256,17 @@ async def serve(
         return
     if transport != "http":
         raise ValueError(f"transport must be 'stdio' or 'http', not {transport!r}")
-    import uvicorn
-
-    app = mcp_server.streamable_http_app(host=host, transport_security=_security(host))
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
-    )
-    http = uvicorn.Server(config)
-    with _listening(host, port) as listener:  # (an OSError for a port in use, not an exit)
-        serving = asyncio.ensure_future(http.serve(sockets=[listener]))
-        try:
-            await asyncio.shield(serving)
-        except asyncio.CancelledError:  # stop as on Ctrl-C: close the socket, end the sessions
-            http.should_exit = True
-            await serving
-            raise
+    await serve_http(mcp_server, host, port)
 
 
-#: The names of this machine's loopback, as a Host or Origin header gives them.
-_LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _security(host: str) -> TransportSecuritySettings | None:
-    """Protection against DNS rebinding: requests must name the address served (or a loopback
-    name) in ``Host`` and ``Origin``. A server on every interface (``0.0.0.0``) cannot know its
-    own names: it runs without, and says so."""
-    if host in ("", "0.0.0.0", "::"):  # noqa: S104 (named, to be warned about)
-        logger.warning(
-            "serving on every interface (%r): no DNS-rebinding protection and no "
-            "authentication; put it behind a proxy that checks Host and authenticates",
-            host,
-        )
-        return None
-    named = f"[{host}]" if ":" in host else host
-    names = dict.fromkeys((named, *_LOOPBACK))
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{name}:*" for name in names],
-        allowed_origins=[f"{scheme}://{name}:*" for name in names for scheme in ("http", "https")],
-    )
-
-
-@contextlib.contextmanager
-def _listening(host: str, port: int) -> Iterator[socket.socket]:
-    """A socket bound to ``host:port`` (``OSError`` when it cannot be), closed on the way out."""
-    family, kind, _, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    listener = socket.socket(family, kind)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(address)
-        yield listener
-    finally:
-        listener.close()
+def _reserved_streams() -> tuple[anyio.AsyncFile[str] | None, anyio.AsyncFile[str] | None]:
+    """The protocol's streams that ``tdk serve`` reserved for the whole life of the server
+    (see ``tdk._served_streams``), or none: the SDK then takes stdin and stdout itself (and
+    points fd 1 at stderr while it serves)."""
+    reserved = protocol_streams()
+    if reserved is None:
+        return None, None
+    return anyio.wrap_file(reserved.input), anyio.wrap_file(reserved.output)
 
 
 def context_from_environment(
