@@ -99,7 +99,8 @@ def supervised(command: Callable[[], int], name: str, target: str) -> int:
         done = False
     finally:
         os.close(reading)
-    if status < 0:  # ended by a signal: as a shell reports it
+    if status < 0:  # ended by a signal: this process ends by it too, as it would have
+        _die_by(-status)
         return 128 - status
     if not done:
         print(
@@ -110,6 +111,15 @@ def supervised(command: Callable[[], int], name: str, target: str) -> int:
         )
         return status or 1
     return status
+
+
+def _die_by(number: int) -> None:
+    """End this process by the signal ``number`` (its default action), when that ends it."""
+    _flush()
+    with contextlib.suppress(OSError, ValueError):
+        signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+        os.kill(os.getpid(), number)
 
 
 def _pipe() -> tuple[int, int]:
