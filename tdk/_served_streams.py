@@ -120,9 +120,11 @@ def protocol_streams() -> Protocol | None:
 
 
 @contextlib.contextmanager
-def served_streams(*, stdio: bool) -> Iterator[ServedStreams]:
-    """The server's streams (see the module docstring) until the block ends; then the
-    process's own again, once what is queued has had :data:`SETTLE_SECONDS` to be written."""
+def served_streams(*, stdio: bool, keep: bool = False) -> Iterator[ServedStreams]:
+    """The server's streams (see the module docstring) until the block ends; then, once
+    what is queued has had :data:`SETTLE_SECONDS` to be written, the process's own again,
+    unless ``keep``: the process ends with the server, and a thread still printing must not
+    reach the host then either."""
     flush_stdout()
     with contextlib.suppress(Exception):
         sys.stderr.flush()
@@ -149,10 +151,11 @@ def served_streams(*, stdio: bool) -> Iterator[ServedStreams]:
         if served.protocol is not None:
             _reserved.remove(served.protocol)
         served.settle()
-        sys.stdin, sys.stdout, sys.stderr = saved
-        for each in reversed(undo):
-            with contextlib.suppress(OSError, ValueError):
-                each()
+        if not keep:
+            sys.stdin, sys.stdout, sys.stderr = saved
+            for each in reversed(undo):
+                with contextlib.suppress(OSError, ValueError):
+                    each()
 
 
 def _target(stream: IO[str] | None, fd: int) -> int | IO[str]:

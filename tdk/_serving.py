@@ -84,8 +84,8 @@ def host_refusal(host: str, *, allowed: bool) -> str | None:
         else "an address that is not loopback (or that names none)"
     )
     return (
-        f"--host {host} is {where}: any machine that reaches it could call the tools, and "
-        "tdk serve has no authentication. Serve on loopback (the default, 127.0.0.1) behind "
+        f"--host {host or repr(host)} is {where}: any machine that reaches it could call "
+        "the tools, and tdk serve has no authentication. Serve on loopback (the default, 127.0.0.1) behind "
         "a proxy that authenticates, or give --allow-unauthenticated to serve it anyway"
     )
 
@@ -105,10 +105,10 @@ def serve_command(
     if missing is not None:
         print(f"tdk serve: {missing}", file=sys.stderr)
         return 1
-    with served_streams(stdio=not options.http) as streams:
+    with served_streams(stdio=not options.http, keep=process) as streams:
         status = _serve(options, load, streams, process=process)
-    if process:
-        _leave(status)
+        if process:
+            _leave(status, streams)
     return status
 
 
@@ -274,7 +274,7 @@ def _exit_now(streams: ServedStreams, status: int, line: str) -> None:
     os._exit(status)
 
 
-def _leave(status: int) -> None:
+def _leave(status: int, streams: ServedStreams) -> None:
     """Once the server has ended: end the process now, with ``status``, when threads the
     module started (not daemons) have not ended within :data:`THREADS_GRACE` seconds: they
     would keep it running after its host has gone. Else return, and the process ends as any
@@ -287,9 +287,7 @@ def _leave(status: int) -> None:
             held = held or thread.is_alive()
     if not held:
         return
-    flush_stdout()
-    with contextlib.suppress(Exception):
-        sys.stderr.flush()
+    streams.settle()
     os._exit(status)
 
 
