@@ -85,8 +85,9 @@ def host_refusal(host: str, *, allowed: bool) -> str | None:
     )
     return (
         f"--host {host or repr(host)} is {where}: any machine that reaches it could call "
-        "the tools, and tdk serve has no authentication. Serve on loopback (the default, 127.0.0.1) behind "
-        "a proxy that authenticates, or give --allow-unauthenticated to serve it anyway"
+        "the tools, and tdk serve has no authentication. Serve on loopback (the default, "
+        "127.0.0.1) behind a proxy that authenticates, or give --allow-unauthenticated to "
+        "serve it anyway"
     )
 
 
