@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -277,7 +278,10 @@ def test_a_host_that_never_reads_stderr_is_still_served(
     many were dropped where they were: together, every line."""
     unread = Unread()
     params = StdioServerParameters(
-        command=sys.executable, args=serve_argv(tools_file)[1:], cwd=tools_file.parent
+        command=sys.executable,
+        args=serve_argv(tools_file)[1:],
+        env=dict(os.environ),
+        cwd=tools_file.parent,
     )
 
     async def scenario() -> tuple[list[types.CallToolResult], types.CallToolResult]:
@@ -370,7 +374,10 @@ def test_without_deadline_a_six_hour_retry_after_is_answered_at_once(tools_file:
     waited for (the default deadline cannot hold it); the host gets the rate limit and its
     ``retry_after_ms`` at once."""
     params = StdioServerParameters(
-        command=sys.executable, args=serve_argv(tools_file)[1:], cwd=tools_file.parent
+        command=sys.executable,
+        args=serve_argv(tools_file)[1:],
+        env=dict(os.environ),
+        cwd=tools_file.parent,
     )
 
     async def scenario() -> types.CallToolResult:
@@ -470,6 +477,28 @@ EVERY_INTERFACE = ["0", "0x0", "0.0.0.0", "", "::", "::0", "[::]", "0:0:0:0:0:0:
 NOT_LOOPBACK = ["192.0.2.1", "fd00::1"]
 
 
+@contextlib.contextmanager
+def interrupted_after(seconds: float) -> Iterator[list[bool]]:
+    """SIGINT to this process if the block still runs after ``seconds`` (a ``tdk serve`` that
+    serves instead of refusing its arguments then returns 130); the list yielded then holds
+    True."""
+    done = threading.Event()
+    fired: list[bool] = []
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            fired.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield fired
+    finally:
+        done.set()
+        watcher.join(STOP_TIMEOUT)
+
+
 @pytest.mark.parametrize(
     "host", [*EVERY_INTERFACE, *NOT_LOOPBACK], ids=lambda host: host or "empty"
 )
@@ -479,9 +508,9 @@ def test_a_host_other_than_loopback_is_refused_without_the_flag(
     """``tdk serve --http --host H`` for every spelling of every interface, and for an
     address that is not loopback, exits 2 before loading anything, saying why and how to
     serve it anyway."""
-    with pytest.raises(SystemExit) as exited:
+    with interrupted_after(SCENARIO_TIMEOUT) as fired, pytest.raises(SystemExit) as exited:
         main(["serve", str(tools_file), "--http", "--host", host, "--port", str(free_port())])
-    assert exited.value.code == 2
+    assert (exited.value.code, fired) == (2, [])
     err = " ".join(capsys.readouterr().err.split())
     assert f"--host {host or repr(host)} is " in err
     assert "tdk serve has no authentication" in err
