@@ -11,9 +11,11 @@
 A target is a ``.py`` file or a package directory (``Toolkit.from_path``; a target ending in
 ``.py`` or holding a ``/`` is always a path), or a dotted module name (``Toolkit.from_module``).
 Every broken tool of the module is reported, not only the first. For a path, the folder holding
-the top-level module is first on ``sys.path`` while the command runs, as for a script. Exit
-status: 0 on success, 1 when the toolkit cannot be loaded or the call failed, 2 for a usage
-error.
+the top-level module is first on ``sys.path`` while the command runs, as for a script. What the
+module does to the process while imported (a fork, ``os._exit()``, a signal ignored) does not
+change what the command does (``tdk._process``). Exit status: 0 on success, 1 when the toolkit
+cannot be loaded or the call failed, 2 for a usage error (a ``tdk serve --http --host`` that is
+not loopback, without ``--allow-unauthenticated``, included).
 """
 
 from __future__ import annotations

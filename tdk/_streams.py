@@ -1,14 +1,15 @@
 """Stdout set aside while a command loads and runs code that is not its own.
 
-``tdk schema`` and ``tdk run`` write one JSON document on stdout, and ``tdk serve`` over
-stdio writes the MCP protocol there: what a tool module prints while it is imported, and a
-tool while it runs, must go elsewhere. :func:`streams_aside` points file descriptor 1 at
-stderr for the block (what C code and child processes write), and makes ``sys.stdout`` a
-stream of the block's own on stderr's descriptor (what Python prints, in any thread). The
-module never gets ``sys.stderr`` or the real ``sys.stdout`` object: the common ``sys.stdout
-= io.TextIOWrapper(sys.stdout.buffer, ...)`` would close what it wraps once dropped, and
-``sys.stdout = sys.stderr`` or a ``StringIO`` would take the command's output away. After
-the block ``sys.stdout`` is the command's own again. Closed standard streams are tolerated
+``tdk schema`` and ``tdk run`` write one JSON document on stdout: what a tool module prints
+while it is imported, and a tool while it runs, must go elsewhere. (``tdk serve`` keeps its
+streams aside for its whole life: see ``tdk._served_streams``.)
+
+:func:`streams_aside` points file descriptor 1 at stderr for the block (what C code and child
+processes write), and makes ``sys.stdout`` a stream of the block's own on stderr's descriptor
+(what Python prints, in any thread). The module never gets ``sys.stderr`` or the real
+``sys.stdout`` object: the common ``sys.stdout = io.TextIOWrapper(sys.stdout.buffer, ...)``
+would close what it wraps once dropped, and ``sys.stdout = sys.stderr`` or a ``StringIO``
+would take the command's output away. After the block ``sys.stdout`` is the command's own again. Closed standard streams are tolerated
 (``<&-``, ``>&-``, ``2>&-``).
 """
 
@@ -29,8 +30,7 @@ __all__ = ["duplicate", "flush_stdout", "open_stderr", "streams_aside"]
 def streams_aside() -> Iterator[None]:
     """Stdout to stderr while the block runs, then back. What Python still buffers is
     flushed to stderr before stdout is given back, and ``sys.stdout`` is the command's own
-    again whatever the block set it to. (``tdk serve`` keeps its streams aside for its whole
-    life: see ``tdk._served_streams``.)"""
+    again whatever the block set it to."""
     flush_stdout()
     open_stderr()
     saved_out = duplicate(1)
