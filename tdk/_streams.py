@@ -9,8 +9,8 @@ processes write), and makes ``sys.stdout`` a stream of the block's own on stderr
 (what Python prints, in any thread). The module never gets ``sys.stderr`` or the real
 ``sys.stdout`` object: the common ``sys.stdout = io.TextIOWrapper(sys.stdout.buffer, ...)``
 would close what it wraps once dropped, and ``sys.stdout = sys.stderr`` or a ``StringIO``
-would take the command's output away. After the block ``sys.stdout`` is the command's own again. Closed standard streams are tolerated
-(``<&-``, ``>&-``, ``2>&-``).
+would take the command's output away. After the block ``sys.stdout`` is the command's own
+again. Closed standard streams are tolerated (``<&-``, ``>&-``, ``2>&-``).
 """
 
 from __future__ import annotations
