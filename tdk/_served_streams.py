@@ -132,6 +132,7 @@ def served_streams(*, stdio: bool, keep: bool = False) -> Iterator[ServedStreams
     errors = Drain(_target(sys.stderr, 2), "stderr")
     outs = errors if stdio else Drain(_target(sys.stdout, 1), "stdout")
     saved = (sys.stdin, sys.stdout, sys.stderr)
+    saved_originals = (sys.__stdout__, sys.__stderr__)
     undo: list[Callable[[], None]] = []
     served = ServedStreams(None, errors, outs)
     try:
@@ -142,6 +143,10 @@ def served_streams(*, stdio: bool, keep: bool = False) -> Iterator[ServedStreams
                 watched.protocol = served.protocol
             sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (closed below)
             undo.append(sys.stdin.close)
+        # (``sys.__stdout__`` and ``sys.__stderr__`` too: a module may write to them, and
+        # flushing them must never wait for a reader either)
+        setattr(sys, "__stdout__", outs.stream())  # noqa: B010 (typed as final)
+        setattr(sys, "__stderr__", errors.stream())  # noqa: B010
         sys.stdout = outs.stream()
         sys.stderr = errors.stream()
         if served.protocol is not None:
@@ -153,6 +158,8 @@ def served_streams(*, stdio: bool, keep: bool = False) -> Iterator[ServedStreams
         served.settle()
         if not keep:
             sys.stdin, sys.stdout, sys.stderr = saved
+            setattr(sys, "__stdout__", saved_originals[0])  # noqa: B010
+            setattr(sys, "__stderr__", saved_originals[1])  # noqa: B010
             for each in reversed(undo):
                 with contextlib.suppress(OSError, ValueError):
                     each()

@@ -61,6 +61,7 @@ TOOLS = '''
 """Tools of the serve-process tests."""
 
 import asyncio
+import sys
 import time
 from typing import Annotated
 
@@ -98,6 +99,15 @@ async def shout(lines: Annotated[int, "How many lines to print."]) -> int:
     """Print lines, on the event loop."""
     for _ in range(lines):
         print(LINE)
+    return lines
+
+
+@tool(read_only=True)
+async def shout_to_the_original_stderr(lines: Annotated[int, "How many lines to write."]) -> int:
+    """Write lines to ``sys.__stderr__``, on the event loop."""
+    for _ in range(lines):
+        sys.__stderr__.write(LINE + "\\n")
+        sys.__stderr__.flush()
     return lines
 
 
@@ -261,11 +271,20 @@ class Unread:
 #: Calls whose output overflows a stderr nobody reads: failed calls (a log line each, on
 #: the event loop), and tools printing on the event loop and in a worker thread. Each row:
 #: the tool, its arguments, how many calls, and the marker of each line and the lines of
-#: one call (the printing calls write 2.4 MB: more than the pipe and the queue hold).
+#: one call (the printing calls write 2.4 MB: more than the pipe and the queue hold). A
+#: write to ``sys.__stderr__`` (Python's stream of fd 2, which a module may keep) too.
 FLOODS = [
     pytest.param("fail", {"n": 1}, 1200, "tool=fail", 1, id="failed-calls-logged"),
     pytest.param("shout", {"lines": 200}, 120, "x" * 99, 200, id="async-tool-prints"),
     pytest.param("shout_in_a_thread", {"lines": 200}, 120, "x" * 99, 200, id="sync-tool-prints"),
+    pytest.param(
+        "shout_to_the_original_stderr",
+        {"lines": 200},
+        120,
+        "x" * 99,
+        200,
+        id="async-tool-writes-sys.__stderr__",
+    ),
 ]
 
 
