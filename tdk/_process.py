@@ -27,7 +27,6 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Callable, Iterator
 from typing import Final
 
@@ -84,9 +83,14 @@ def supervised(command: Callable[[], int], name: str, target: str) -> int:
     forwarding = _Forwarding()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child, seen by the tests from outside
+        # The child goes on as the command's process: it returns the status to the caller
+        # and ends as any process does (atexit handlers, a telemetry exporter's flush).
         forwarding.restore()
         os.close(reading)
-        os._exit(_run_child(command, writing))
+        try:
+            return command()
+        finally:
+            _said_done(writing)
     os.close(writing)
     try:
         status = forwarding.wait(child)
@@ -135,20 +139,13 @@ def _pipe() -> tuple[int, int]:
             os.close(end)
 
 
-def _run_child(command: Callable[[], int], writing: int) -> int:  # pragma: no cover - child
-    """The child's side: the command's status once it has run to its end (said to the
-    parent through ``writing``)."""
-    try:
-        status = command()
-    except SystemExit as exited:
-        status = exited.code if isinstance(exited.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-        status = 1
+def _said_done(writing: int) -> None:  # pragma: no cover - in the child
+    """The child's side: the command has run to its end (a failure of its own included);
+    said to the parent through ``writing``, after what it printed."""
     _flush()
     with contextlib.suppress(OSError):
         os.write(writing, _DONE)
-    return status
+        os.close(writing)
 
 
 class _Forwarding:

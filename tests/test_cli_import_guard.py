@@ -111,6 +111,14 @@ COMMANDS = [
 ]
 
 
+#: The commands, on a module whose tool is ``add``.
+COMMANDS_OF_ADD = [
+    pytest.param(["check"], id="check"),
+    pytest.param(["schema"], id="schema"),
+    pytest.param(["run", "add", '{"a": 1}'], id="run"),
+]
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_module_forking_at_import_runs_the_command_once(
     tmp_path: Path, command: list[str]
@@ -135,14 +143,7 @@ def test_a_module_forking_at_import_runs_the_command_once(
     )
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        pytest.param(["check"], id="check"),
-        pytest.param(["schema"], id="schema"),
-        pytest.param(["run", "add", '{"a": 1}'], id="run"),
-    ],
-)
+@pytest.mark.parametrize("command", COMMANDS_OF_ADD)
 @pytest.mark.parametrize(("code", "status"), [(0, 1), (3, 3)], ids=["exit-0", "exit-3"])
 def test_a_module_ending_the_process_at_import_is_no_success(
     tmp_path: Path, command: list[str], code: int, status: int
@@ -205,3 +206,31 @@ def test_a_module_deaf_to_a_signal_at_import_leaves_tdk_run_stoppable(
     assert out == b""
     if sent == signal.SIGINT:
         assert err == b"tdk: interrupted\n"
+
+
+#: A module that registers an exit handler (as a telemetry exporter does, to flush).
+AT_EXIT = '''
+import atexit
+from pathlib import Path
+from typing import Annotated
+
+from tdk import tool
+
+atexit.register(Path(__file__).with_suffix(".flushed").write_text, "flushed")
+
+
+@tool
+def add(a: Annotated[int, "First."]) -> int:
+    """Add one."""
+    return a + 1
+'''
+
+
+@pytest.mark.parametrize("command", COMMANDS_OF_ADD)
+def test_the_exit_handlers_of_a_module_run(tmp_path: Path, command: list[str]) -> None:
+    """The process that runs the command ends as any process does: the exit handlers the
+    module registered run (a telemetry exporter's flush, say)."""
+    path = module(tmp_path, AT_EXIT)
+    done = tdk(command[0], str(path), *command[1:])
+    assert done.returncode == 0, done.stderr
+    assert path.with_suffix(".flushed").read_text() == "flushed"
