@@ -53,6 +53,7 @@ class Drain:
         self._dropped = 0
         self._writing = False
         self._broken = False  # the reader closed the stream: nothing more can be written
+        self._closed = False  # nothing more is taken; the thread ends once all is written
         self._lock = threading.Condition()
         threading.Thread(target=self._run, name=f"tdk-{name}", daemon=True).start()
 
@@ -72,6 +73,8 @@ class Drain:
         if not data:
             return
         with self._lock:
+            if self._closed:
+                return
             if self._broken or self._pending + len(data) > MAX_PENDING:
                 lines = max(1, data.count(b"\n"))
                 self._dropped += lines
@@ -105,6 +108,12 @@ class Drain:
                 self._lock.wait(left)
         return not self._broken
 
+    def close(self) -> None:
+        """Take nothing more: the thread ends once what is queued is written."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+
     def _append(self, data: bytes) -> None:
         self._queue.append(data)
         self._pending += len(data)
@@ -123,6 +132,8 @@ class Drain:
                 while not self._queue and not self._unsaid:
                     self._writing = False
                     self._lock.notify_all()
+                    if self._closed:
+                        return
                     self._lock.wait()
                 queued = bool(self._queue)
                 chunk = self._queue.popleft() if queued else self._dropped_line()

@@ -160,6 +160,8 @@ def served_streams(*, stdio: bool, keep: bool = False) -> Iterator[ServedStreams
             sys.stdin, sys.stdout, sys.stderr = saved
             setattr(sys, "__stdout__", saved_originals[0])  # noqa: B010
             setattr(sys, "__stderr__", saved_originals[1])  # noqa: B010
+            errors.close()
+            outs.close()
             for each in reversed(undo):
                 with contextlib.suppress(OSError, ValueError):
                     each()
