@@ -11,9 +11,11 @@
 A target is a ``.py`` file or a package directory (``Toolkit.from_path``; a target ending in
 ``.py`` or holding a ``/`` is always a path), or a dotted module name (``Toolkit.from_module``).
 Every broken tool of the module is reported, not only the first. For a path, the folder holding
-the top-level module is first on ``sys.path`` while the command runs, as for a script. Exit
-status: 0 on success, 1 when the toolkit cannot be loaded or the call failed, 2 for a usage
-error.
+the top-level module is first on ``sys.path`` while the command runs, as for a script. What the
+module does to the process while imported (a fork, ``os._exit()``, a signal ignored) does not
+change what the command does (``tdk._process``). Exit status: 0 on success, 1 when the toolkit
+cannot be loaded or the call failed, 2 for a usage error (a ``tdk serve --http --host`` that is
+not loopback, without ``--allow-unauthenticated``, included).
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from typing import Any, Final
 from tdk._context import ToolContext
 from tdk._execute import checked_seconds
 from tdk._loop import run_in_new_loop
+from tdk._process import can_supervise, import_guard, supervised
 from tdk._redact import redact_text
 from tdk._seconds import shown
-from tdk._serving import serve_command, serving_packages
+from tdk._serving import DEFAULT_DEADLINE, host_refusal, serve_command, serving_packages
 from tdk._streams import streams_aside
 from tdk._tool import collect_definition_errors
 from tdk._toolkit import Toolkit, import_root
@@ -134,7 +137,8 @@ def _toolkit_or_report(target: str) -> Toolkit | None:
     failure: list[ToolError] = []
     with collect_definition_errors() as broken:
         try:
-            toolkit = _toolkit_of_target(target)
+            with import_guard():
+                toolkit = _toolkit_of_target(target)
         except ToolError as error:
             failure.append(error)
         except SystemExit as exited:  # the API lets it through; here it would end tdk quietly
@@ -222,18 +226,31 @@ def _run_context(toolkit: Toolkit, name: str, given: list[str]) -> ToolContext:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``tdk`` command with ``argv`` (default: the process's arguments)."""
-    parser, run = _parser()
+    """Run the ``tdk`` command with ``argv`` (default: the process's arguments, and then the
+    command is the process's own: ``check``, ``schema`` and ``run`` are supervised, and
+    ``serve`` may end the process when it is done; see ``tdk._process``)."""
+    parser, run, serve = _parser()
     options = parser.parse_args(argv)
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
+    if options.command == "serve" and options.http:
+        refusal = host_refusal(options.host, allowed=options.allow_unauthenticated)
+        if refusal is not None:
+            serve.error(refusal)  # exits 2: a server open to the network is asked for by name
 
+    process = argv is None
+    if process and options.command != "serve" and can_supervise():
+        return supervised(lambda: _main(options, process=True), options.command, options.target)
+    return _main(options, process=process)
+
+
+def _main(options: argparse.Namespace, *, process: bool) -> int:
     # tdk serve's packages are loaded before the target's folder is on sys.path (a tool file
     # mcp.py is then a clash, not the package), once.
     missing = serving_packages(http=options.http) if options.command == "serve" else None
     try:
         with _script_path(options.target):
-            status = _command(options, missing)
+            status = _command(options, missing, process=process)
         with contextlib.suppress(AttributeError, ValueError):  # (None, or closed by a tool)
             sys.stdout.flush()  # so that a reader gone away shows here, not at exit
     except BrokenPipeError:
@@ -248,16 +265,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _command(options: argparse.Namespace, missing: str | None) -> int:
+def _command(options: argparse.Namespace, missing: str | None, *, process: bool) -> int:
     """Run the parsed command; ``missing``: what ``tdk serve`` lacks, or None."""
     if options.command == "serve":
-        return serve_command(options, lambda: _toolkit_or_report(options.target), missing)
+        return serve_command(
+            options, lambda: _toolkit_or_report(options.target), missing, process=process
+        )
     if options.command == "check":
         toolkit = _toolkit_or_report(options.target)
         return 1 if toolkit is None else _check(toolkit)
     # stdout is one JSON document: what the module prints while it is imported, and the tool
     # while it runs, goes to stderr.
-    with streams_aside(stdin=False):
+    with streams_aside():
         toolkit = _toolkit_or_report(options.target)
         if toolkit is None:
             return 1
@@ -284,8 +303,14 @@ def seconds(text: str) -> float:
     return checked_seconds(float(text))
 
 
-def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The parser of the command, and that of ``tdk run`` (for its usage errors)."""
+def deadline(text: str) -> float | None:
+    """``--deadline``: seconds (see :func:`seconds`), or ``none`` for no deadline."""
+    return None if text.strip().lower() == "none" else seconds(text)
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The parser of the command, and those of ``tdk run`` and ``tdk serve`` (for their usage
+    errors)."""
     parser = argparse.ArgumentParser(
         prog="tdk", description="Check, describe, run and serve the tools of a module or path."
     )
@@ -318,17 +343,32 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     serve = commands.add_parser("serve", help="serve the tools over MCP (stdio by default)")
     serve.add_argument("target", help=target)
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
-    serve.add_argument("--host", default="127.0.0.1", help="with --http (default 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="with --http: the address to listen on (default 127.0.0.1). Any address that is "
+        "not loopback (0.0.0.0, ::, 0, a LAN address...) is refused without "
+        "--allow-unauthenticated",
+    )
     serve.add_argument("--port", type=port, default=8000, help="with --http (default 8000)")
     serve.add_argument(
-        "--deadline",
-        type=seconds,
-        default=None,
-        metavar="SECONDS",
-        help="the longest a call may take, retries and their waits included (default: none); "
-        "a retry that would not fit is not waited for, the model gets the error at once",
+        "--allow-unauthenticated",
+        action="store_true",
+        help="with --http: serve on a --host that is not loopback although tdk serve does not "
+        "authenticate its clients (a warning says so): whoever reaches the address can call "
+        "every tool",
     )
-    return parser, run
+    serve.add_argument(
+        "--deadline",
+        type=deadline,
+        default=DEFAULT_DEADLINE,
+        metavar="SECONDS",
+        help=f"the longest a call may take, retries and their waits included (default "
+        f"{DEFAULT_DEADLINE:g}, a little under the 60 s after which hosts commonly give up; "
+        "'none': no deadline). A retry that would not fit is not waited for: the model gets "
+        "the error, with its retry_after_ms, at once",
+    )
+    return parser, run, serve
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m tdk: run in subprocesses by the tests

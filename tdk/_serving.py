@@ -1,10 +1,18 @@
 """``tdk serve``: a module's tools over MCP, from the command line (see ``docs/mcp.md``).
 
 The target is loaded after the server's own packages (so that a tool file named ``mcp.py``
-or ``uvicorn.py`` is reported as the name clash it is, not as a missing package), and, on
-stdio, with the standard streams set aside: what the module prints while it is imported goes
-to stderr, and it reads nothing of the protocol from stdin. Ctrl-C or SIGTERM stops the
-server as its own shutdown would: sessions end, the socket closes, status 130.
+or ``uvicorn.py`` is reported as the name clash it is, not as a missing package), inside the
+server's streams (``tdk._served_streams``), which hold from before the import until the
+server has ended: over stdio the protocol has stdout to itself, and nothing the server or the
+tools write can block it on a stderr that nobody reads.
+
+The server ends:
+
+- when the host closes stdin (stdio): the calls still running are cancelled; one that
+  ignores its cancellation is left behind after :data:`HOST_GONE_GRACE` seconds. Status 0.
+- on Ctrl-C or SIGTERM, as its own shutdown would: sessions end, the socket closes. Status
+  130.
+- when the host stops reading in the middle of a call (stdio). Status 0.
 """
 
 from __future__ import annotations
@@ -12,18 +20,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import enum
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
-from typing import Any, Literal
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, Final
 
+from tdk._addresses import reach_of, unbracketed
 from tdk._loop import run_in_new_loop
-from tdk._streams import flush_stdout, streams_aside
+from tdk._served_streams import ServedStreams, served_streams
+from tdk._streams import flush_stdout
 from tdk._toolkit import Toolkit
 
-__all__ = ["serve_command", "serving_packages"]
+__all__ = [
+    "DEFAULT_DEADLINE",
+    "HOST_GONE_GRACE",
+    "host_refusal",
+    "serve_command",
+    "serving_packages",
+]
+
+#: ``tdk serve --deadline`` when none is given: the longest one call may take, retries and
+#: their waits included. Hosts commonly give up on a call after 60 s (the MCP TypeScript
+#: SDK's default request timeout, which many hosts keep): 50 s leaves the answer time to
+#: reach the host, so the model reads tdk's ``TOOL_RUNTIME_TIMEOUT`` (or the upstream's
+#: ``retry_after_ms``) instead of a bare timeout of the host's.
+DEFAULT_DEADLINE: Final = 50.0
+
+#: Seconds the calls still running get to end, once cancelled, after the host closed stdin.
+HOST_GONE_GRACE: Final = 5.0
+
+#: Seconds threads the module started (not daemons) get to end after the server, before the
+#: ``tdk serve`` process leaves without them.
+THREADS_GRACE: Final = 1.0
 
 
 def serving_packages(*, http: bool) -> str | None:
@@ -39,100 +72,224 @@ def serving_packages(*, http: bool) -> str | None:
     return None
 
 
+def host_refusal(host: str, *, allowed: bool) -> str | None:
+    """Why ``tdk serve --http --host HOST`` must not start (a host other than loopback, and no
+    authentication), or None. ``allowed``: ``--allow-unauthenticated`` was given."""
+    reach = reach_of(host)
+    if reach == "loopback" or allowed:
+        return None
+    where = (
+        "every interface of this machine"
+        if reach == "every"
+        else "an address that is not loopback (or that names none)"
+    )
+    return (
+        f"--host {host or repr(host)} is {where}: any machine that reaches it could call "
+        "the tools, and tdk serve has no authentication. Serve on loopback (the default, "
+        "127.0.0.1) behind a proxy that authenticates, or give --allow-unauthenticated to "
+        "serve it anyway"
+    )
+
+
 def serve_command(
-    options: argparse.Namespace, load: Callable[[], Toolkit | None], missing: str | None
+    options: argparse.Namespace,
+    load: Callable[[], Toolkit | None],
+    missing: str | None,
+    *,
+    process: bool = False,
 ) -> int:
     """Run ``tdk serve`` with the parsed ``options``; ``load`` loads the target's toolkit (or
     reports why it cannot and gives None); ``missing`` is what :func:`serving_packages` said,
-    before the target's folder was on ``sys.path``. Returns the exit status."""
+    before the target's folder was on ``sys.path``. ``process``: this is the process's own
+    command (not ``main()`` called in a program), which may leave threads of the module
+    behind when it ends. Returns the exit status."""
     if missing is not None:
         print(f"tdk serve: {missing}", file=sys.stderr)
         return 1
-    from tdk.hosts import mcp
+    with served_streams(stdio=not options.http, keep=process) as streams:
+        status = _serve(options, load, streams, process=process)
+        if process:
+            _leave(status, streams)
+    return status
 
-    with contextlib.nullcontext() if options.http else streams_aside(stdin=True):
-        toolkit = load()
+
+def _serve(
+    options: argparse.Namespace,
+    load: Callable[[], Toolkit | None],
+    streams: ServedStreams,
+    *,
+    process: bool,
+) -> int:
+    """The exit status (see :func:`serve_command`)."""
+    toolkit = load()
+    streams.take_back()
     if toolkit is None:
         return 1
-    # Failures are logged one line each on stderr (stdout is the protocol's, on stdio).
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
+    with _logging_to(streams):
+        return _serve_toolkit(options, toolkit, streams, process=process)
+
+
+def _serve_toolkit(
+    options: argparse.Namespace, toolkit: Toolkit, streams: ServedStreams, *, process: bool
+) -> int:
+    from tdk.hosts import mcp
+    from tdk.runner import RetryPolicy, ToolRunner
+
     context = mcp.context_from_environment(toolkit)
     for item in toolkit:
         for secret in item.definition.requirements.secrets:
             if secret not in context.secrets:
-                print(
+                streams.say(
                     f"tdk serve: {secret} is not set in the environment: calls of "
-                    f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT",
-                    file=sys.stderr,
+                    f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT"
                 )
-    from tdk.runner import RetryPolicy, ToolRunner
-
-    transport: Literal["stdio", "http"] = "http" if options.http else "stdio"
-    if options.http:
-        print(f"tdk serve: http://{options.host}:{options.port}/mcp", file=sys.stderr)
     runner = ToolRunner(toolkit, retry=RetryPolicy(), deadline=options.deadline)
-    serving = mcp.serve(
-        toolkit, transport, host=options.host, port=options.port, runner=runner, context=context
-    )
+    serving: Coroutine[Any, Any, None]
+    if options.http:
+        from tdk.hosts._mcp_http import serve_http
+
+        host = unbracketed(options.host)
+        if options.allow_unauthenticated and reach_of(host) != "loopback":
+            streams.say(
+                f"tdk serve: WARNING: serving on {host} without authentication "
+                "(--allow-unauthenticated): whoever reaches it can call every tool"
+            )
+        server = mcp.server(toolkit, runner=runner, context=context)
+        serving = serve_http(
+            server, host, options.port, on_listening=lambda url: streams.say(f"tdk serve: {url}")
+        )
+    else:
+        serving = mcp.serve(toolkit, "stdio", runner=runner, context=context)
     try:
-        interrupted = run_in_new_loop(_until_signalled(serving, stdio=not options.http))
+        outcome = run_in_new_loop(_until_signalled(serving, streams, process=process))
     except BaseExceptionGroup as group:  # the SDK's task group: the host stopped reading
         if group.split(BrokenPipeError)[1] is not None:
             raise
         return 0
     except OSError as cannot:  # a port in use, an address not of this machine
         reason = cannot.strerror or type(cannot).__name__
-        print(
-            f"tdk serve: cannot serve on {options.host}:{options.port}: {reason}", file=sys.stderr
-        )
+        streams.say(f"tdk serve: cannot serve on {options.host}:{options.port}: {reason}")
         return 1
-    if not interrupted:
+    if outcome is _Outcome.HOST_LEFT:
+        streams.say(_LEFT_BEHIND)
+        return 0
+    if outcome is _Outcome.ENDED:
         return 0
     if not options.http:
-        # The SDK's reader of stdin is a thread blocked in read(): it would hold the process
-        # until the host writes again. Everything is shut down; flush and leave now.
-        _exit_now()
-    print("tdk: interrupted", file=sys.stderr)
+        # The protocol's reader is a thread blocked in read(): it would hold the process until
+        # the host writes again. Everything is shut down; flush and leave now.
+        _exit_now(streams, 130, "tdk: interrupted")
+    streams.say("tdk: interrupted")
     return 130
 
 
-async def _until_signalled(serving: Coroutine[Any, Any, None], *, stdio: bool) -> bool:
-    """Run ``serving`` until it ends (False) or SIGINT or SIGTERM cancels it (True)."""
+#: Said when the host has left and a call has not ended once cancelled.
+_LEFT_BEHIND: Final = (
+    f"tdk serve: the host left; a call still running {HOST_GONE_GRACE:g} s after its "
+    "cancellation is left behind"
+)
+
+
+class _Outcome(enum.Enum):
+    """How serving ended."""
+
+    ENDED = "ended"  # on its own: the host closed stdin and every call ended
+    INTERRUPTED = "interrupted"  # SIGINT or SIGTERM
+    HOST_LEFT = "host-left"  # the host closed stdin; a call did not end once cancelled
+
+
+async def _until_signalled(
+    serving: Coroutine[Any, Any, None], streams: ServedStreams, *, process: bool
+) -> _Outcome:
+    """Run ``serving`` until it ends, SIGINT or SIGTERM cancels it, or the host has left and
+    it has not ended :data:`HOST_GONE_GRACE` seconds later (then, for the process's own
+    command, the process ends at once, with status 0: what is left behind would only get
+    in the way of the loop's closing)."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(serving)
+    gave_up: asyncio.Future[None] = loop.create_future()
     signals = (signal.SIGINT, signal.SIGTERM)
+    stdio = streams.protocol is not None
 
     def stop() -> None:
         task.cancel()
-        if stdio:  # the SDK reads stdin in a thread that cancellation cannot stop: if the
+        if stdio:  # the protocol's reader is a thread that cancellation cannot stop: if the
             # server has not ended within a second, end the process (its output flushed)
-            loop.call_later(1.0, _exit_now)
+            loop.call_later(1.0, _exit_now, streams, 130, "tdk: interrupted")
 
+    def give_up() -> None:
+        if not gave_up.done():
+            gave_up.set_result(None)
+
+    def host_left() -> None:  # (in the protocol's reading thread)
+        with contextlib.suppress(RuntimeError):  # (the loop is closed: all ended already)
+            loop.call_soon_threadsafe(loop.call_later, HOST_GONE_GRACE, give_up)
+
+    if streams.protocol is not None:
+        streams.protocol.when_ended(host_left)
     for each in signals:
         loop.add_signal_handler(each, stop)
     try:
-        await task
+        await asyncio.wait({task, gave_up}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            if process:
+                _exit_now(streams, 0, _LEFT_BEHIND)
+            task.cancel()  # (once more: it is left behind)
+            return _Outcome.HOST_LEFT
+        task.result()
     except asyncio.CancelledError:
         if task.cancelled() and not _cancelling(asyncio.current_task()):
-            return True
+            return _Outcome.INTERRUPTED
+        task.cancel()
         raise
     finally:
         for each in signals:
             loop.remove_signal_handler(each)
-    return False
+    return _Outcome.ENDED
 
 
-def _exit_now() -> None:
-    """Say so on stderr and end the process with status 130, whatever a tool did to the
-    standard streams (a ``sys.stdout`` set to None or closed must not keep it running)."""
+@contextlib.contextmanager
+def _logging_to(streams: ServedStreams) -> Iterator[None]:
+    """Failures logged one line each on stderr (never blocking: see ``tdk._drain``) while
+    the block runs, unless the application has configured logging itself."""
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(streams.log_stream())
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+def _exit_now(streams: ServedStreams, status: int, line: str) -> None:
+    """Say ``line`` on stderr and end the process with ``status``, whatever a tool did to the
+    standard streams (a ``sys.stdout`` set to None or closed must not keep it running), and
+    however full stderr is (it gets a second at most)."""
     flush_stdout()
-    with contextlib.suppress(Exception):
-        sys.stderr.flush()
-    with contextlib.suppress(OSError):
-        os.write(2, b"tdk: interrupted\n")
-    os._exit(130)
+    streams.say(line)
+    streams.settle(1.0)
+    os._exit(status)
+
+
+def _leave(status: int, streams: ServedStreams) -> None:
+    """Once the server has ended: end the process now, with ``status``, when threads the
+    module started (not daemons) have not ended within :data:`THREADS_GRACE` seconds: they
+    would keep it running after its host has gone. Else return, and the process ends as any
+    does."""
+    ends = time.monotonic() + THREADS_GRACE
+    held = False
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, ends - time.monotonic()))
+            held = held or thread.is_alive()
+    if not held:
+        return
+    streams.settle()
+    os._exit(status)
 
 
 def _cancelling(task: asyncio.Task[Any] | None) -> bool:

@@ -1,15 +1,16 @@
 """Stdout set aside while a command loads and runs code that is not its own.
 
-``tdk schema`` and ``tdk run`` write one JSON document on stdout, and ``tdk serve`` over
-stdio writes the MCP protocol there: what a tool module prints while it is imported, and a
-tool while it runs, must go elsewhere. :func:`streams_aside` points file descriptor 1 at
-stderr for the block (what C code and child processes write), and makes ``sys.stdout`` a
-stream of the block's own on stderr's descriptor (what Python prints, in any thread). The
-module never gets ``sys.stderr`` or the real ``sys.stdout`` object: the common ``sys.stdout
-= io.TextIOWrapper(sys.stdout.buffer, ...)`` would close what it wraps once dropped, and
-``sys.stdout = sys.stderr`` or a ``StringIO`` would take the command's output away. After
-the block ``sys.stdout`` is the command's own again. Closed standard streams are tolerated
-(``<&-``, ``>&-``, ``2>&-``).
+``tdk schema`` and ``tdk run`` write one JSON document on stdout: what a tool module prints
+while it is imported, and a tool while it runs, must go elsewhere. (``tdk serve`` keeps its
+streams aside for its whole life: see ``tdk._served_streams``.)
+
+:func:`streams_aside` points file descriptor 1 at stderr for the block (what C code and child
+processes write), and makes ``sys.stdout`` a stream of the block's own on stderr's descriptor
+(what Python prints, in any thread). The module never gets ``sys.stderr`` or the real
+``sys.stdout`` object: the common ``sys.stdout = io.TextIOWrapper(sys.stdout.buffer, ...)``
+would close what it wraps once dropped, and ``sys.stdout = sys.stderr`` or a ``StringIO``
+would take the command's output away. After the block ``sys.stdout`` is the command's own
+again. Closed standard streams are tolerated (``<&-``, ``>&-``, ``2>&-``).
 """
 
 from __future__ import annotations
@@ -22,21 +23,20 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["flush_stdout", "streams_aside"]
+__all__ = ["duplicate", "flush_stdout", "open_stderr", "streams_aside"]
 
 
 @contextlib.contextmanager
-def streams_aside(*, stdin: bool) -> Iterator[None]:
-    """Stdout to stderr while the block runs, then back; with ``stdin``, fd 0 from
-    /dev/null too. What Python still buffers is flushed to stderr before stdout is given
-    back, and ``sys.stdout`` is the command's own again whatever the block set it to."""
+def streams_aside() -> Iterator[None]:
+    """Stdout to stderr while the block runs, then back. What Python still buffers is
+    flushed to stderr before stdout is given back, and ``sys.stdout`` is the command's own
+    again whatever the block set it to."""
     flush_stdout()
-    _open_stderr()
-    saved_out = _duplicate(1)
+    open_stderr()
+    saved_out = duplicate(1)
     if saved_out is None:  # no stdout: nothing to keep clean
         yield
         return
-    saved_in = _duplicate(0) if stdin else None
     # The block's own stdout: stderr's descriptor, which closing this stream (or a wrapper
     # of its buffer) leaves open, and which stays valid for a module that keeps it.
     private = io.TextIOWrapper(
@@ -44,10 +44,6 @@ def streams_aside(*, stdin: bool) -> Iterator[None]:
     )
     try:
         os.dup2(2, 1)
-        if saved_in is not None:
-            nothing = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(nothing, 0)
-            os.close(nothing)
         with contextlib.redirect_stdout(private):  # (restores ``sys.stdout`` on the way out)
             yield
     finally:
@@ -56,14 +52,11 @@ def streams_aside(*, stdin: bool) -> Iterator[None]:
             private.flush()
         os.dup2(saved_out, 1)
         os.close(saved_out)
-        if saved_in is not None:
-            os.dup2(saved_in, 0)
-            os.close(saved_in)
         if sys.stdout is None or sys.stdout.closed:  # the module closed sys.__stdout__
             sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
 
 
-def _open_stderr() -> None:
+def open_stderr() -> None:
     """Fd 2 on /dev/null when it is closed (``2>&-``), as a daemon's is: what the block
     prints has somewhere to go, and no descriptor opened later can take its number."""
     try:
@@ -75,7 +68,7 @@ def _open_stderr() -> None:
             os.close(nothing)
 
 
-def _duplicate(fd: int) -> int | None:
+def duplicate(fd: int) -> int | None:
     """A duplicate of ``fd`` above the standard three (so that a closed standard descriptor
     is never taken for it), or None when ``fd`` is closed."""
     try:

@@ -28,7 +28,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
-from typing import IO, Any, Final, Self
+from typing import IO, Any, Final, Self, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -43,6 +43,7 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
+from tdk._served_streams import protocol_streams
 from tdk.hosts._mcp_load import Load
 from tdk.hosts._mcp_refusal import refusal, too_long
 
@@ -61,7 +62,7 @@ async def stdio_streams(
     load: Load,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], _Writer]]:
     """The read and write streams of a server on stdin and stdout, while the block runs."""
-    with _claimed(0, sys.stdin, "rb") as source, _claimed(1, sys.stdout, "wb") as sink:
+    with _protocol_ends() as (source, sink):
         writer = _Writer(sink)
         sending, receiving = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         async with anyio.create_task_group() as group:
@@ -209,6 +210,19 @@ def _line(item: SessionMessage) -> bytes:
 def _encoded(message: Any) -> bytes:
     text: str = message.model_dump_json(by_alias=True, exclude_unset=True)
     return text.encode() + b"\n"
+
+
+@contextlib.contextmanager
+def _protocol_ends() -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+    """The protocol's input and output while the block runs: those ``tdk serve`` reserved
+    for the whole life of the server (see :mod:`tdk._served_streams`: the end of their input
+    is the host leaving), else stdin and stdout, claimed for the block."""
+    reserved = protocol_streams()
+    if reserved is not None:
+        yield cast(Any, reserved.input).buffer, cast(Any, reserved.output).buffer
+        return
+    with _claimed(0, sys.stdin, "rb") as source, _claimed(1, sys.stdout, "wb") as sink:
+        yield source, sink
 
 
 @contextlib.contextmanager

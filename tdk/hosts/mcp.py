@@ -34,22 +34,18 @@ See ``docs/mcp.md``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import inspect
 import logging
 import os
-import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Final, Literal, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, cast
 
 try:
     from mcp import types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
     from mcp.server.models import InitializationOptions
-    from mcp.server.transport_security import TransportSecuritySettings
     from mcp.shared.message import SessionMessage
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
     raise ImportError(
@@ -71,6 +67,7 @@ from tdk._tool import Tool
 from tdk._toolkit import Toolkit
 from tdk.errors import FatalToolError
 from tdk.hosts._mcp_answer import answer
+from tdk.hosts._mcp_http import serve_http
 from tdk.hosts._mcp_load import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNREAD, Load
 from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
 from tdk.hosts._mcp_spans import ServerSpans
@@ -301,60 +298,7 @@ async def serve(
         return
     if transport != "http":
         raise ValueError(f"transport must be 'stdio' or 'http', not {transport!r}")
-    import uvicorn
-
-    app = mcp_server.streamable_http_app(host=host, transport_security=_security(host))
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
-    )
-    http = uvicorn.Server(config)
-    with _listening(host, port) as listener:  # (an OSError for a port in use, not an exit)
-        serving = asyncio.ensure_future(http.serve(sockets=[listener]))
-        try:
-            await asyncio.shield(serving)
-        except asyncio.CancelledError:  # stop as on Ctrl-C: close the socket, end the sessions
-            http.should_exit = True
-            await serving
-            raise
-
-
-#: The names of this machine's loopback, as a Host or Origin header gives them.
-_LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _security(host: str) -> TransportSecuritySettings | None:
-    """Protection against DNS rebinding: requests must name the address served (or a loopback
-    name) in ``Host`` and ``Origin``. A server on every interface (``0.0.0.0``) cannot know its
-    own names: it runs without, and says so."""
-    if host in ("", "0.0.0.0", "::"):  # noqa: S104 (named, to be warned about)
-        logger.warning(
-            "serving on every interface (%r): no DNS-rebinding protection and no "
-            "authentication; put it behind a proxy that checks Host and authenticates",
-            host,
-        )
-        return None
-    named = f"[{host}]" if ":" in host else host
-    names = dict.fromkeys((named, *_LOOPBACK))
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{name}:*" for name in names],
-        allowed_origins=[f"{scheme}://{name}:*" for name in names for scheme in ("http", "https")],
-    )
-
-
-@contextlib.contextmanager
-def _listening(host: str, port: int) -> Iterator[socket.socket]:
-    """A socket bound to ``host:port`` (``OSError`` when it cannot be), closed on the way out."""
-    family, kind, _, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    listener = socket.socket(family, kind)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(address)
-        yield listener
-    finally:
-        listener.close()
+    await serve_http(mcp_server, host, port)
 
 
 def context_from_environment(

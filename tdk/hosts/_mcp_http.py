@@ -1,0 +1,104 @@
+"""An MCP server over streamable HTTP: the socket, the names a request may give, and uvicorn.
+
+``serve()`` of :mod:`tdk.hosts.mcp` and ``tdk serve --http`` both serve through
+:func:`serve_http`. The socket is bound before anything is said about it: a port in use is
+an ``OSError`` before the server runs, and ``on_listening`` hears the URL only once the
+socket is bound.
+
+Against DNS rebinding (a web page in the user's browser whose name an attacker points at this
+machine), a request must name the server in ``Host`` (and ``Origin``, when it has one): the
+address served, as given and as bound, and on a loopback address the loopback names too;
+each with any port or none (a standard client leaves out the default port: ``Host:
+127.0.0.1`` for a server on port 80, or behind a proxy on 443). A server on every interface
+cannot know the names it will be reached by: it runs without the check, and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from mcp.server.lowlevel import Server
+from mcp.server.transport_security import TransportSecuritySettings
+
+from tdk._addresses import Listening, listening_address
+
+__all__ = ["security", "serve_http"]
+
+logger = logging.getLogger("tdk.hosts.mcp")
+
+#: The names of this machine's loopback, as a Host or Origin header gives them.
+_LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
+
+
+async def serve_http(
+    mcp_server: Server[Any],
+    host: str,
+    port: int,
+    *,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``mcp_server`` over streamable HTTP at ``http://host:port/mcp`` until cancelled
+    (then as on Ctrl-C: the socket closes, the sessions end). ``OSError`` when the address
+    cannot be bound; ``on_listening(url)`` once it is."""
+    import uvicorn
+
+    where = listening_address(host, port)
+    app = mcp_server.streamable_http_app(host=host, transport_security=security(where))
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+    )
+    http = uvicorn.Server(config)
+    with _bound(where) as listener:  # (an OSError for a port in use, not an exit)
+        if on_listening is not None:
+            on_listening(where.url)
+        serving = asyncio.ensure_future(http.serve(sockets=[listener]))
+        try:
+            await asyncio.shield(serving)
+        except asyncio.CancelledError:  # stop as on Ctrl-C: close the socket, end the sessions
+            http.should_exit = True
+            await serving
+            raise
+
+
+def security(where: Listening) -> TransportSecuritySettings | None:
+    """The DNS-rebinding check for a server at ``where`` (see the module docstring); None,
+    with a WARNING, on every interface."""
+    if where.reach == "every":
+        logger.warning(
+            "serving on every interface (%r): no DNS-rebinding protection and no "
+            "authentication; put it behind a proxy that checks Host and authenticates",
+            where.host,
+        )
+        return None
+    given = (where.host, where.bound)
+    loopback = _LOOPBACK if where.reach == "loopback" else ()
+    names = dict.fromkeys(
+        (f"[{name}]" if ":" in name else name for name in (*given, *loopback)),
+    )
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[each for name in names for each in (name, f"{name}:*")],
+        allowed_origins=[
+            each
+            for name in names
+            for scheme in ("http", "https")
+            for each in (f"{scheme}://{name}", f"{scheme}://{name}:*")
+        ],
+    )
+
+
+@contextlib.contextmanager
+def _bound(where: Listening) -> Iterator[socket.socket]:
+    """A socket bound to ``where`` (``OSError`` when it cannot be), closed on the way out."""
+    listener = socket.socket(where.family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(where.address)
+        yield listener
+    finally:
+        listener.close()
