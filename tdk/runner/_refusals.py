@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from tdk._call_scope import failure_result, logged_call_id
 from tdk._context import ToolContext, secrets_of
-from tdk._execute import failure_result, logged_call_id
 from tdk._result import ToolResult
 from tdk._telemetry import circuit_changed, counted, event
 from tdk.errors import (

@@ -26,10 +26,10 @@ from typing import Any, Final
 
 from tdk._arguments import Arguments
 from tdk._call import ToolCall
+from tdk._call_scope import check_call_id, shown_name
 from tdk._context import ToolContext, context_of_call
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
-from tdk._execute import check_call_id, shown_name
 from tdk._loop import refuse_running_loop, run_blocking
 from tdk._result import ToolResult
 from tdk._telemetry import active
