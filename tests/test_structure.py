@@ -532,3 +532,26 @@ def test_only_the_call_scope_makes_a_result() -> None:
         if isinstance(node, ast.Call) and ast.unparse(node).startswith(_RESULT_MAKERS)
     }
     assert makers == {"tdk._call_scope"}
+
+
+def test_the_runner_reports_its_decisions_only_through_its_instruments() -> None:
+    """The runner emits typed events (``tdk.runner._events``); tdk's log records and
+    OpenTelemetry events and metrics are instruments that hear them (``_instruments``), not
+    calls spread through the guards and the attempt loop. (The Redis store's records about its
+    connection are the store's own.)"""
+    reporting = {"event", "counted", "circuit_changed"}
+    callers = {
+        name
+        for name in MODULES
+        if name.startswith("tdk.runner.") and name != "tdk.runner._instruments"
+        for node in ast.walk(ast.parse(MODULES[name].read_text()))
+        if (
+            (isinstance(node, ast.ImportFrom) and node.module == "tdk._telemetry")
+            and reporting & {alias.name for alias in node.names}
+        )
+        or (
+            (isinstance(node, ast.Call) and ast.unparse(node.func) == "logger.info")
+            and not name.startswith("tdk.runner._redis")
+        )
+    }
+    assert callers == set()
