@@ -1,7 +1,8 @@
 """Running a tool: arguments in, one :class:`~tdk.ToolResult` out, whatever happens.
 
 A call goes arguments -> requirements -> validation -> function -> output validation ->
-``ToolResult``. A failure goes exception -> the one table of :mod:`tdk._failures.table` ->
+``ToolResult``, made (and a failure logged) by :mod:`tdk._call_scope`, as at every front
+door. A failure goes exception -> the one table of :mod:`tdk._failures.table` ->
 :meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``; arguments that
 do not validate are described by :mod:`tdk._arguments`. A failure of a tool that may write
 which may have acted is not offered for repeating (:mod:`tdk._writes`: what the body's
@@ -15,16 +16,15 @@ validators and serializers are called directly (``__pydantic_validator__``, the 
 would add a Python frame each; ``Tool.run`` hands back the coroutine of :func:`execute`
 itself; a failure is read straight into its ``ErrorInfo`` fields, without building a tdk
 exception first, and each text is redacted once, where it is made; the caller's cancellation
-count is read once before the body and once after; the log record is built only when a
-handler will see it; and a few small things are inline (a ``try`` rather than
-``contextlib.suppress``, tuples rather than ``X | Y`` in ``isinstance``) for the same reason.
+count is read once before the body and once after; and a few small things are inline (a
+``try`` rather than ``contextlib.suppress``, tuples rather than ``X | Y`` in ``isinstance``)
+for the same reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -43,26 +43,21 @@ from tdk._arguments import (
     validate_arguments,
     validate_with_null_defaults,
 )
+from tdk._call_scope import check_call_id, failed, failure_result, new_result
 from tdk._compat.running_task import TASK_OF
 from tdk._context import ToolContext, secrets_of
 from tdk._default import DEFAULT, Default
 from tdk._exchanges import CURRENT, NOTHING_NOTED, NOTING, Exchanges, unwatch
 from tdk._failures.foreign import describe
-from tdk._failures.info import error_info_from_exception
-from tdk._failures.log_line import log_token as _log_token
 from tdk._failures.table import to_tool_error
 from tdk._model_text import utf8_copy
-from tdk._records import maker
-from tdk._redact import call_secrets, end_call_secrets, redact_text
+from tdk._redact import call_secrets, end_call_secrets
 from tdk._result import ToolResult
 from tdk._seconds import finite, shown
 from tdk._threads import DROPPED, FINISHED, Job, run_in_worker
 from tdk._time_limit import await_coroutine, await_job
-from tdk._writes import may_have_acted, not_repeated
 from tdk.errors import (
     ErrorInfo,
-    ErrorKind,
-    FatalToolError,
     ToolError,
     ToolOutputError,
     ToolRequirementError,
@@ -71,25 +66,11 @@ from tdk.errors import (
 if TYPE_CHECKING:
     from tdk._definition import ToolSpec
 
-logger: Final = logging.getLogger("tdk")
-"""The ``tdk`` logger: one record per failed call (WARNING; ERROR for tool bugs)."""
-logger.addHandler(logging.NullHandler())  # a library never prints unless the app configures it
-
-
-#: Makes a ToolResult from a complete record, in field order, of values already checked.
-_new_result: Final = maker(ToolResult)
-
-
 _CancelledError: Final = asyncio.CancelledError
 
 _running_loop: Final = asyncio.get_running_loop
 #: Exceptions that end the program or the thread, never a tool call's result.
 _ALWAYS_PROPAGATE: Final = (KeyboardInterrupt, SystemExit)
-
-#: Kinds that are bugs in the tool rather than failures of the call: logged at ERROR.
-_TOOL_BUG_KINDS: Final = frozenset(
-    {ErrorKind.TOOL_RUNTIME_FATAL, ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE}
-)
 
 
 async def execute(
@@ -132,7 +113,7 @@ async def execute(
                 _check_requirements(spec, context)
             validated = _validated(spec, name, arguments, secrets)
             if type(validated) is ErrorInfo:
-                return _logged_failure(name, validated, call_id, 0, start, log=(secrets, attempt))
+                return failed(name, validated, call_id, 0, start, secrets=secrets, attempt=attempt)
             kwargs = validated.__dict__ if spec.plain else spec.arguments(validated, context)
             attempts = 1
             if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
@@ -166,7 +147,7 @@ async def execute(
         if _RELIABLE_CANCELLING and task is not None and task.cancelling() > cancelling:
             # The body swallowed its caller's cancellation (tested on Python 3.13 and up).
             raise asyncio.CancelledError  # pragma: no cover
-        return _result(name, call_id, output, None, attempts, started=start)
+        return new_result(name, call_id, output, None, attempts, started=start)
     finally:
         if ambient is not None:
             end_call_secrets(ambient)
@@ -229,119 +210,6 @@ def _checked_output(spec: ToolSpec, value: object) -> Any:
     return output
 
 
-def failure_result(
-    name: str,
-    exc: BaseException,
-    *,
-    call_id: str | None,
-    context: ToolContext | None,
-    attempts: int,
-    started: float,
-    include_stacktrace: bool,
-    attempt: tuple[int, int] | None = None,
-    writes: Exchanges | None = None,
-) -> ToolResult:
-    """The result of a call that failed with ``exc``: classified, redacted and logged once.
-
-    ``started`` is the ``perf_counter()`` reading at the start of the call; ``attempt`` is
-    ``(n, of)`` for an attempt of a runner's call. ``writes``: for a call of a tool that may
-    write, that no runner judges, what its requests may have done (:mod:`tdk._exchanges`):
-    a failure after its body started (``attempts``) that may have acted is then not offered
-    for repeating (:mod:`tdk._writes`).
-    """
-    secrets = secrets_of(context)
-    try:
-        info = error_info_from_exception(
-            exc, name, include_stacktrace=include_stacktrace, secrets=secrets
-        )
-    except Exception as unreadable:  # pragma: no cover (a bug of tdk's: no known exception
-        # reaches here any more; tests/test_execute_hostile.py lists those that did)
-        info = _type_only_failure(exc, name, unreadable)
-    if writes is not None and attempts and info.retryable and may_have_acted(info, writes):
-        info = info.model_copy(update=not_repeated(info))  # the write may have happened
-    return _logged_failure(name, info, call_id, attempts, started, log=(secrets, attempt))
-
-
-def _type_only_failure(  # pragma: no cover (see failure_result())
-    exc: BaseException, name: str, unreadable: Exception
-) -> ErrorInfo:
-    """A fatal error naming only the type of ``exc``, when describing it failed: ``run()``
-    returns a result whatever the tool raised."""
-    cause = type(exc).__name__[:200]
-    record = {
-        "error": FatalToolError.__name__,
-        "kind": ErrorKind.TOOL_RUNTIME_FATAL,
-        "category": FatalToolError.category,
-        "message": redact_text(f"An unhandled {cause} was raised by the tool."),
-        "developer_message": (
-            f"tdk could not describe the {redact_text(cause)}: reading it raised "
-            f"{type(unreadable).__name__}."
-        ),
-        "retryable": False,
-        "tool_name": name,
-        "cause": redact_text(cause),
-    }
-    info: ErrorInfo = ErrorInfo.__pydantic_validator__.validate_python(record)
-    return info
-
-
-#: Longest unknown tool name that results, messages and logs repeat (a valid name has at
-#: most 64 characters; a model may send anything).
-MAX_SHOWN_NAME: Final = 100
-
-
-def shown_name(name: str, context: ToolContext | None) -> str:
-    """An unknown tool name as a result may repeat it: redacted (the model sent it, and it may
-    carry anything, a secret of the call's context included) and cut."""
-    return redact_text(name, secrets_of(context), limit=MAX_SHOWN_NAME)
-
-
-def _logged_failure(
-    name: str,
-    info: ErrorInfo,
-    call_id: str | None,
-    attempts: int,
-    started: float,
-    *,
-    log: tuple[tuple[str, ...], tuple[int, int] | None],
-) -> ToolResult:
-    """The result of a failed call (or attempt), logged once (``log``: the call's secrets,
-    to redact its id with, and its attempt ``(n, of)`` in a runner, else None)."""
-    _log_failure(info, call_id, *log)
-    return _result(name, call_id, None, info, attempts, started=started)
-
-
-def logged_call_id(call_id: str | None, secrets: tuple[str, ...]) -> str | None:
-    """A call id as log lines show it: redacted with the call's ``secrets``, cut, and
-    JSON-quoted unless it is a plain token (a model may send any text, a newline that would
-    forge a second record included). None for a call without one."""
-    if call_id is None:
-        return None
-    return _log_token(redact_text(call_id, secrets, limit=MAX_SHOWN_NAME))
-
-
-def _result(
-    name: str,
-    call_id: str | None,
-    value: Any,
-    error: ErrorInfo | None,
-    attempts: int,
-    *,
-    started: float,
-) -> ToolResult:
-    """A call's result; ``started``: ``perf_counter()`` at the start of the call."""
-    return _new_result(
-        {
-            "tool": name,
-            "call_id": call_id,
-            "value": value,
-            "error": error,
-            "attempts": attempts,
-            "duration_ms": (perf_counter() - started) * 1000,
-        }
-    )
-
-
 #: Whether a pending cancellation request of the caller can be told from the count alone. On
 #: Python 3.11 and 3.12 a TaskGroup that failed inside the body leaves its own request counted
 #: (gh-116720), so only a cancellation seen on its way (an exception) is trusted there; from
@@ -370,13 +238,6 @@ async def _wait_for(job: Job, limit: float | None, lingering: list[Job] | None) 
             job.abandon()
             if lingering is not None and job.running:
                 lingering.append(job)
-
-
-def check_call_id(call_id: object) -> None:
-    """Raise ``TypeError`` unless ``call_id`` is a ``str`` or None (checked before a call
-    runs: a wrong one is the caller's bug, not the tool's failure)."""
-    if call_id is not None and type(call_id) is not str:
-        raise TypeError(f"call_id must be a str or None, not {type(call_id).__name__}")
 
 
 def _checked_options(call_id: object, timeout: object) -> float | Default | None:
@@ -454,80 +315,6 @@ def _check_numbers(output: object) -> None:
             raise ValueError(
                 f"it holds NaN, an infinity, or an integer of more than {_INT_DIGITS_LIMIT} digits"
             ) from None
-
-
-def _log_failure(
-    info: ErrorInfo,
-    call_id: str | None,
-    secrets: tuple[str, ...],
-    attempt: tuple[int, int] | None,
-) -> None:
-    """One record per failure, built only when a handler will see it.
-
-    The message is the error's log line and the call's id and attempt (``call_id=c-7
-    attempt="2 of 3"``, formatted lazily, by the handler); the record's ``tdk_error``
-    attribute is the error's ``to_dict()``, and ``tdk_call`` the call's ``call_id`` (as the
-    line shows it), ``attempt`` and ``max_attempts`` (None outside a runner). With logging
-    unconfigured this costs a few attribute lookups: tdk's own handler is a ``NullHandler``.
-    """
-    level = logging.ERROR if info.kind in _TOOL_BUG_KINDS else logging.WARNING
-    if not logger.isEnabledFor(level) or not _has_listener(level):
-        return
-    try:
-        shown = logged_call_id(call_id, secrets)
-        number, of = attempt if attempt is not None else (None, None)
-        record = logger.makeRecord(
-            logger.name,
-            level,
-            __file__,
-            0,
-            "%s",
-            (_LogLine(info, shown, attempt),),
-            None,
-            func="execute",
-            extra={
-                "tdk_error": info.to_dict(),
-                "tdk_call": {"call_id": shown, "attempt": number, "max_attempts": of},
-            },
-        )
-        logger.handle(record)
-    except Exception:  # noqa: S110
-        # A handler that fails (or logging's own report of it, on a closed stderr): the
-        # call's result is what matters, and the caller has it.
-        pass
-
-
-def _has_listener(level: int) -> bool:
-    """Whether a handler other than a NullHandler would receive a record at ``level``."""
-    current: logging.Logger | None = logger
-    while current is not None:
-        for handler in current.handlers:
-            if level >= handler.level and not isinstance(handler, logging.NullHandler):
-                return True
-        current = current.parent if current.propagate else None
-    return False
-
-
-class _LogLine:
-    """Formats an error's log line only when a handler asks for the message: the error's
-    own (:meth:`ErrorInfo.to_log_line`), then the call's id and attempt, when known."""
-
-    __slots__ = ("attempt", "call_id", "info")
-
-    def __init__(
-        self, info: ErrorInfo, call_id: str | None, attempt: tuple[int, int] | None
-    ) -> None:
-        self.info = info
-        self.call_id = call_id
-        self.attempt = attempt
-
-    def __str__(self) -> str:
-        line = self.info.to_log_line()
-        if self.call_id is not None:
-            line += f" call_id={self.call_id}"
-        if self.attempt is not None:
-            line += f' attempt="{self.attempt[0]} of {self.attempt[1]}"'
-        return line
 
 
 def map_direct_call_error(

@@ -41,7 +41,15 @@ from tdk._redact import redact_text
 from tdk._result import ToolResult
 from tdk.errors import ErrorKind
 
-__all__ = ["Telemetry", "active", "circuit_changed", "counted", "event", "traced_attempt"]
+__all__ = [
+    "Telemetry",
+    "active",
+    "attribute_text",
+    "circuit_changed",
+    "counted",
+    "event",
+    "traced_attempt",
+]
 
 _UNSET: Final = object()
 
@@ -150,14 +158,14 @@ class Telemetry:
         its duration recorded. Names and ids are redacted with the context's secrets too."""
         secrets = secrets_of(context) if isinstance(context, ToolContext) else ()
         started = time.perf_counter()
-        shown = _attribute_text(name, secrets)
+        shown = attribute_text(name, secrets)
         attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": shown,
             "gen_ai.tool.type": "function",
         }
         if type(call_id) is str:  # (any other is refused by the call itself)
-            attributes["gen_ai.tool.call.id"] = _attribute_text(call_id, secrets)
+            attributes["gen_ai.tool.call.id"] = attribute_text(call_id, secrets)
         token = _CALL.set(self)  # the attempts, events and counts of this call use it
         try:
             with self._span(f"execute_tool {shown}", attributes) as span:
@@ -165,7 +173,7 @@ class Telemetry:
                 if span is not None:
                     with contextlib.suppress(Exception):
                         if result.tool != name:  # the tool's own name (ADD called, add ran)
-                            tool_name = _attribute_text(result.tool, secrets)
+                            tool_name = attribute_text(result.tool, secrets)
                             span.update_name(f"execute_tool {tool_name}")
                             span.set_attribute("gen_ai.tool.name", tool_name)
                         span.set_attribute("tdk.attempts", result.attempts)
@@ -180,7 +188,7 @@ class Telemetry:
                 self.duration.record(
                     time.perf_counter() - started,
                     {
-                        "gen_ai.tool.name": _attribute_text(result.tool) if known else "_unknown",
+                        "gen_ai.tool.name": attribute_text(result.tool) if known else "_unknown",
                         "tdk.outcome": "success" if error is None else error.kind.value,
                     },
                 )
@@ -190,7 +198,7 @@ class Telemetry:
         self, running: Coroutine[Any, Any, ToolResult], name: str, number: int
     ) -> ToolResult:
         """One attempt of a runner's call, as a child span of the call's."""
-        shown = _attribute_text(name)
+        shown = attribute_text(name)
         attributes = {"gen_ai.tool.name": shown, "tdk.attempt": number}
         with self._span(f"attempt {number} {shown}", attributes) as span:
             result = await running
@@ -243,7 +251,7 @@ class Telemetry:
         span.set_attribute("error.type", error.kind.value)
         if type(error.status_code) is int:
             span.set_attribute("http.response.status_code", error.status_code)
-        span.set_status(self._status(_attribute_text(error.message, limit=_MAX_MESSAGE)))
+        span.set_status(self._status(attribute_text(error.message, limit=_MAX_MESSAGE)))
 
     @staticmethod
     def _stopped(span: Any, result: ToolResult) -> None:
@@ -252,7 +260,7 @@ class Telemetry:
         error = result.error
         reason = None if error is None else error.details.get("retry_stopped")
         if type(reason) is str:  # (a reason of the runner's, but details may carry any text)
-            span.set_attribute("tdk.retry.stopped", _attribute_text(reason, limit=_MAX_REASON))
+            span.set_attribute("tdk.retry.stopped", attribute_text(reason, limit=_MAX_REASON))
 
 
 #: The telemetry of the call running in this context (set by :meth:`Telemetry.call`): its
@@ -267,7 +275,7 @@ def counted(kind: str, name: str, **labels: str) -> None:
     instrument = None if telemetry is None else getattr(telemetry, kind)
     if instrument is not None:
         with contextlib.suppress(Exception):
-            instrument.add(1, {"gen_ai.tool.name": _attribute_text(name), **labels})
+            instrument.add(1, {"gen_ai.tool.name": attribute_text(name), **labels})
 
 
 def circuit_changed(name: str, before: str, after: str) -> None:
@@ -279,14 +287,14 @@ def circuit_changed(name: str, before: str, after: str) -> None:
         if telemetry.tracer is not None:
             telemetry.api.trace.get_current_span().add_event(
                 "tdk.circuit",
-                {"gen_ai.tool.name": _attribute_text(name), "tdk.from": before, "tdk.to": after},
+                {"gen_ai.tool.name": attribute_text(name), "tdk.from": before, "tdk.to": after},
             )
         if telemetry.circuits is not None:
             value = _CIRCUIT_VALUES.get(after, 0)
-            telemetry.circuits.set(value, {"gen_ai.tool.name": _attribute_text(name)})
+            telemetry.circuits.set(value, {"gen_ai.tool.name": attribute_text(name)})
 
 
-def _attribute_text(value: str, secrets: tuple[str, ...] = (), *, limit: int = _MAX_TEXT) -> str:
+def attribute_text(value: str, secrets: tuple[str, ...] = (), *, limit: int = _MAX_TEXT) -> str:
     """A name, id or message as an attribute takes it: redacted, cut (a model may send
     anything) and without control characters (a line-based exporter would print them)."""
     return _CONTROL.sub("\ufffd", redact_text(value, secrets, limit=limit))

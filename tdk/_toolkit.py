@@ -22,15 +22,20 @@ from types import ModuleType
 from typing import Any, TypeAlias
 
 from tdk._arguments import Arguments
+from tdk._call_scope import (
+    MAX_SHOWN_NAME,
+    check_call_id,
+    failure_result,
+    shown_name,
+    traced_failure,
+)
 from tdk._context import ToolContext
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
-from tdk._execute import MAX_SHOWN_NAME, check_call_id, failure_result, shown_name
 from tdk._failures.foreign import describe
 from tdk._loop import refuse_running_loop, run_blocking
 from tdk._redact import redact_text
 from tdk._result import ToolResult
-from tdk._telemetry import active
 from tdk._tool import Tool, definition_errors_recorded
 from tdk.errors import ToolDefinitionError, ToolkitLoadError, ToolNotFoundError
 
@@ -166,12 +171,7 @@ class Toolkit:
                 started=perf_counter(),
                 include_stacktrace=traced,
             )
-            telemetry = active()
-            return (
-                result
-                if telemetry is None
-                else await telemetry.call(_ready(result), shown, call_id, context)
-            )
+            return await traced_failure(result, context)
         return await tool.run(
             arguments,
             context=context,
@@ -282,10 +282,6 @@ class Toolkit:
                 module=module.__name__,
             )
         return toolkit
-
-
-async def _ready(result: ToolResult) -> ToolResult:
-    return result
 
 
 def import_root(path: str | os.PathLike[str]) -> Path:

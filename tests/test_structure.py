@@ -490,3 +490,68 @@ def test_the_internals_scan_sees_each_way_of_reading(source: str) -> None:
 def test_the_compat_modules_are_what_the_scan_would_catch(name: str) -> None:
     """The exemption is not for nothing: each compat module reads what the scan looks for."""
     assert _foreign_internals(ast.parse(MODULES[f"{COMPAT}.{name}"].read_text()))
+
+
+def _private_imports(name: str) -> list[str]:
+    """The private names (``_log_failure``, not a module like ``_breaker``) that module
+    ``name`` imports from another tdk module."""
+    found = []
+    for node in _walk(ast.parse(MODULES[name].read_text()), type_checking=True):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        module = _absolute(name, node)
+        for alias in node.names:
+            private = alias.name.startswith("_") and not alias.name.startswith("__")
+            if module.startswith("tdk") and private and f"{module}.{alias.name}" not in MODULES:
+                found.append(f"{name}: {module}.{alias.name}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """What modules share is named as shared (``tdk._call_scope.failed_instead``): no host
+    reaches into execution, nor any module into another's privates."""
+    assert [found for name in MODULES for found in _private_imports(name)] == []
+
+
+#: Calls that make a ToolResult from its fields.
+_RESULT_MAKERS = (
+    "ToolResult(",
+    "maker(ToolResult)",
+    "ToolResult.model_validate",
+    "model_construct",
+)
+
+
+def test_only_the_call_scope_makes_a_result() -> None:
+    """Every front door (a tool, a toolkit, the runner, a host) has its results, failures
+    above all, made by ``tdk._call_scope``: one place classifies, redacts and logs them."""
+    makers = {
+        name
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and ast.unparse(node).startswith(_RESULT_MAKERS)
+    }
+    assert makers == {"tdk._call_scope"}
+
+
+def test_the_runner_reports_its_decisions_only_through_its_instruments() -> None:
+    """The runner emits typed events (``tdk.runner._events``); tdk's log records and
+    OpenTelemetry events and metrics are instruments that hear them (``_instruments``), not
+    calls spread through the guards and the attempt loop. (The Redis store's records about its
+    connection are the store's own.)"""
+    reporting = {"event", "counted", "circuit_changed"}
+    callers = {
+        name
+        for name in MODULES
+        if name.startswith("tdk.runner.") and name != "tdk.runner._instruments"
+        for node in ast.walk(ast.parse(MODULES[name].read_text()))
+        if (
+            (isinstance(node, ast.ImportFrom) and node.module == "tdk._telemetry")
+            and reporting & {alias.name for alias in node.names}
+        )
+        or (
+            (isinstance(node, ast.Call) and ast.unparse(node.func) == "logger.info")
+            and not name.startswith("tdk.runner._redis")
+        )
+    }
+    assert callers == set()

@@ -18,7 +18,7 @@ from typing import Any, Final
 from mcp import types
 from pydantic_core import from_json, to_json
 
-from tdk._execute import _log_failure
+from tdk._call_scope import failed_instead
 from tdk._failures.info import make_error_info
 from tdk._model_text import error_fields, sendable
 from tdk._result import ToolResult
@@ -99,8 +99,7 @@ def _bad_output(tool_result: ToolResult, why: tuple[str, str]) -> ToolResult:
     as every failure of a call is (one line)."""
     message, reason = why
     error = make_error_info(ToolOutputError, message, tool_result.tool, details={"reason": reason})
-    _log_failure(error, tool_result.call_id, (), None)
-    return tool_result.model_copy(update={"value": None, "error": error})
+    return failed_instead(tool_result, error)
 
 
 #: The fields of an empty ``CallToolResult`` in their wire form (``resultType`` in the SDK's

@@ -29,7 +29,7 @@ from opentelemetry import propagate
 from pydantic import ValidationError
 
 from tdk._context import ToolContext, secrets_of
-from tdk._telemetry import _attribute_text, active
+from tdk._telemetry import active, attribute_text
 from tdk._toolkit import Toolkit
 
 __all__ = ["ServerSpans"]
@@ -81,13 +81,13 @@ class ServerSpans:
 
     def _named(self, ctx: ServerRequestContext[Any, Any]) -> tuple[str, dict[str, Any]]:
         """The span's name and attributes for the message of ``ctx``."""
-        method = _attribute_text(ctx.method, self._secrets)
+        method = attribute_text(ctx.method, self._secrets)
         attributes: dict[str, Any] = {
             "mcp.method.name": method,
-            "mcp.protocol.version": _attribute_text(str(ctx.protocol_version)),
+            "mcp.protocol.version": attribute_text(str(ctx.protocol_version)),
         }
         if ctx.request_id is not None:
-            attributes["jsonrpc.request.id"] = _attribute_text(str(ctx.request_id), self._secrets)
+            attributes["jsonrpc.request.id"] = attribute_text(str(ctx.request_id), self._secrets)
         if ctx.method != "tools/call":
             return method, attributes
         name = ctx.params.get("name") if isinstance(ctx.params, Mapping) else None
@@ -142,7 +142,7 @@ def _end(
             if status_code is not None:
                 span.set_attribute("rpc.response.status_code", status_code)
             status = telemetry.api.trace.StatusCode.ERROR
-            shown = None if description is None else _attribute_text(description, limit=1024)
+            shown = None if description is None else attribute_text(description, limit=1024)
             span.set_status(telemetry.api.trace.Status(status, shown))
     with contextlib.suppress(Exception):
         manager.__exit__(None, None, None)

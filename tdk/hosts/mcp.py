@@ -56,10 +56,10 @@ except ImportError as missing:  # pragma: no cover - the extra is part of the te
 from pydantic_core import PydanticSerializationError, to_json
 
 from tdk import __version__
+from tdk._call_scope import failure_result, shown_name
 from tdk._compat.mcp_streams import ReadStream, WriteStream
 from tdk._context import ToolContext
 from tdk._definition import ToolDefinition
-from tdk._execute import failure_result, shown_name
 from tdk._model_text import utf8_copy
 from tdk._result import ToolResult
 from tdk._streams import flush_stdout

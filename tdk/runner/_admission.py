@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from tdk._telemetry import event
 from tdk.runner._deadline import Deadline
+from tdk.runner._events import Waiting
 from tdk.runner._gate import Gate
-from tdk.runner._limiter import admit, wait_ms
+from tdk.runner._limiter import admit
 from tdk.runner._plan import Plan
 from tdk.runner._policies import RateLimit
 from tdk.runner._store import StateStore
@@ -65,7 +65,7 @@ class Admission:
                 deadline is not None and not deadline.leaves(wait)
             ):
                 return wait
-            event("tdk.rate_limit.wait", {"tdk.wait_ms": wait_ms(wait)})
+            self._gate.instruments.emit(Waiting(plan.name, wait))
             if deadline is not None:
                 deadline.waited(wait)
             await self._sleep(wait)

@@ -25,8 +25,9 @@ from tdk.runner._breaker import (
     record,
     refuses,
 )
+from tdk.runner._events import CircuitChanged, Instruments
 from tdk.runner._plan import Plan, Plans
-from tdk.runner._refusals import circuit_open, log_transition
+from tdk.runner._refusals import circuit_open
 from tdk.runner._stats import Counters
 from tdk.runner._store import InMemoryStore, StateStore
 
@@ -53,7 +54,7 @@ def changes_the_circuit(plan: Plan, ticket: int, done: ToolResult | None) -> boo
 class Gate:
     """The circuits of one runner: tickets, reports, and questions that change nothing."""
 
-    __slots__ = ("_clock", "_counters", "_local", "_plans", "_store")
+    __slots__ = ("_clock", "_counters", "_local", "_plans", "_store", "instruments")
 
     def __init__(
         self,
@@ -62,7 +63,11 @@ class Gate:
         plans: Plans,
         clock: Callable[[], float],
         counters: Counters,
+        *,
+        instruments: Instruments,
     ) -> None:
+        self.instruments = instruments
+        """Who hears the circuits change (and, through the gate, every guard's events)."""
         self._store = store
         self._local = local
         self._plans = plans
@@ -115,7 +120,7 @@ class Gate:
             self._counters.circuits[plan.name] = moved.after
         if moved.before is moved.after:
             return False
-        log_transition(plan.name, moved.before, moved.after, moved.failures)
+        self.instruments.emit(CircuitChanged(plan.name, moved.before, moved.after, moved.failures))
         return moved.after is _OPEN
 
     async def release(self, plan: Plan, ticket: int) -> None:
@@ -154,6 +159,8 @@ class Gate:
         """Note a verdict: the circuit's state, its transition, and a refusal."""
         self._counters.circuits[plan.name] = verdict.after
         if verdict.before is not verdict.after:
-            log_transition(plan.name, verdict.before, verdict.after, verdict.failures)
+            self.instruments.emit(
+                CircuitChanged(plan.name, verdict.before, verdict.after, verdict.failures)
+            )
         if verdict.ticket is None:
             self._counters.rejections[ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN] += 1

@@ -1,17 +1,11 @@
-"""The runner's own refusals, as the errors every result carries and as results, and its log
-records."""
+"""The runner's own refusals, as the errors every result carries and as results."""
 
 from __future__ import annotations
 
-import logging
-from typing import Final
-
-from tdk._context import ToolContext, secrets_of
-from tdk._execute import failure_result, logged_call_id
+from tdk._call_scope import failure_result
+from tdk._context import ToolContext
 from tdk._result import ToolResult
-from tdk._telemetry import circuit_changed, counted, event
 from tdk.errors import (
-    ErrorInfo,
     ToolBulkheadFullError,
     ToolCircuitOpenError,
     ToolError,
@@ -20,6 +14,7 @@ from tdk.errors import (
     ToolTimeoutError,
 )
 from tdk.runner._breaker import CircuitState
+from tdk.runner._events import Instruments, Refused
 from tdk.runner._limiter import wait_ms
 from tdk.runner._policies import CircuitBreaker, RateLimit
 from tdk.runner._stats import REFUSAL_KINDS
@@ -28,17 +23,9 @@ __all__ = [
     "bulkhead_full",
     "circuit_open",
     "deadline_passed",
-    "log_decision",
-    "log_transition",
     "rate_limited",
     "refusal_result",
 ]
-
-logger: Final = logging.getLogger("tdk.runner")
-"""One INFO record per retry decision and per circuit transition."""
-
-#: Reasons of a decision to retry; any other reason is why a retry did not happen.
-RETRYING: Final = frozenset({"backoff", "retry_after"})
 
 
 def circuit_open(
@@ -118,12 +105,14 @@ def refusal_result(
     context: ToolContext | None,
     call_id: str | None,
     started: float,
+    *,
+    instruments: Instruments | None,
 ) -> ToolResult:
     """The result of a call refused before the tool body ran: classified, redacted and
-    logged once, like every failure."""
-    if error.kind in REFUSAL_KINDS:  # the runner's own (not an unknown tool's name, say)
-        event("tdk.refused", {"error.type": error.kind.value})
-        counted("refusals", name, **{"error.type": error.kind.value})
+    logged once, like every failure; a refusal of the runner's own policies is an event of
+    its ``instruments`` (None for a refusal of the call itself: an unknown tool...)."""
+    if instruments is not None and error.kind in REFUSAL_KINDS:  # (not an unknown tool's)
+        instruments.emit(Refused(name, error.kind))
     return failure_result(
         name,
         error,
@@ -133,60 +122,3 @@ def refusal_result(
         started=started,
         include_stacktrace=False,
     )
-
-
-def log_decision(
-    name: str,
-    attempt: int,
-    of: int,
-    error: ErrorInfo,
-    *,
-    reason: str,
-    wait: float | None,
-    call_id: str | None,
-    context: ToolContext | None,
-) -> None:
-    """One INFO record for a retry decision after attempt ``attempt`` (of ``of``) of a call of
-    tool ``name`` (``call_id``, redacted with ``context``'s secrets) failed: a retry after
-    ``wait`` seconds (``reason`` is ``backoff`` or ``retry_after``, whichever was longer), or
-    none (``reason`` says why: ``not_idempotent``, ``max_attempts``, ``deadline``,
-    ``circuit_open``, ``rate_limited``, ``still_running``). The record's ``tdk_retry``
-    attribute holds the same as a dict."""
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    shown = logged_call_id(call_id, secrets_of(context))
-    number = attempt
-    who = name if shown is None else f"{name} (call {shown})"
-    retrying = reason in RETRYING
-    if retrying:
-        text = "tool %s: attempt %d of %d failed with %s; retrying in %.3f s (%s)"
-        args: tuple[object, ...] = (who, number, of, error.kind.value, wait, reason)
-    else:
-        text = "tool %s: attempt %d of %d failed with %s; not retrying (%s)"
-        args = (who, number, of, error.kind.value, reason)
-    facts = {
-        "tool": name,
-        "call_id": shown,
-        "attempt": number,
-        "max_attempts": of,
-        "kind": error.kind.value,
-        "retrying": retrying,
-        "wait": wait,
-        "reason": reason,
-    }
-    logger.info(text, *args, extra={"tdk_retry": facts})
-
-
-def log_transition(name: str, before: CircuitState, after: CircuitState, failures: int) -> None:
-    """One INFO record for a circuit that changed state; ``tdk_circuit`` holds the facts (and
-    the change is an event and a metric, when OpenTelemetry is on)."""
-    circuit_changed(name, before.value, after.value)
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    facts = {"tool": name, "from": before.value, "to": after.value, "failure_count": failures}
-    text = "circuit of tool %s: %s -> %s"
-    args: tuple[object, ...] = (name, before.value, after.value)
-    if after is CircuitState.OPEN:
-        text += " (after %d consecutive failures)"
-        args += (failures,)
-    logger.info(text, *args, extra={"tdk_circuit": facts})

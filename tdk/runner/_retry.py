@@ -23,23 +23,18 @@ from tdk._default import Default
 from tdk._exchanges import Exchanges
 from tdk._execute import execute
 from tdk._result import ToolResult
-from tdk._telemetry import counted, event, traced_attempt
+from tdk._telemetry import traced_attempt
 from tdk._threads import Job
 from tdk._writes import may_have_acted, not_repeated
 from tdk.errors import ErrorInfo, ErrorKind, ToolError
 from tdk.runner._admission import CIRCUIT_OPENED, Admission
 from tdk.runner._breaker import CircuitState
 from tdk.runner._deadline import Deadline
+from tdk.runner._events import RetryScheduled, RetryStopped
 from tdk.runner._gate import Gate, changes_the_circuit
 from tdk.runner._limiter import admit, wait_ms
 from tdk.runner._plan import Plan
-from tdk.runner._refusals import (
-    circuit_open,
-    deadline_passed,
-    log_decision,
-    rate_limited,
-    refusal_result,
-)
+from tdk.runner._refusals import circuit_open, deadline_passed, rate_limited, refusal_result
 from tdk.runner._slots import bodies_ended
 from tdk.runner._stats import Counters
 
@@ -55,6 +50,8 @@ _NEVER_REPEATED: Final = frozenset(
         ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL,
     }
 )
+#: Reasons of a decision to retry; any other reason is why a retry did not happen.
+_RETRYING: Final = frozenset({"backoff", "retry_after"})
 _OPEN: Final = CircuitState.OPEN
 _CLOSED: Final = CircuitState.CLOSED
 
@@ -280,8 +277,6 @@ class Attempts:
         last = call.last
         assert last is not None
         assert last.error is not None
-        event("tdk.retry", {"tdk.wait_ms": wait_ms(wait), "error.type": last.error.kind.value})
-        counted("retries", plan.name)
         if call.deadline is not None:
             call.deadline.waited(wait)
         await self._sleep(wait)
@@ -316,7 +311,14 @@ class Attempts:
             assert policies.rate_limit is not None
             assert wait is not None
             refusal = rate_limited(plan.name, policies.rate_limit, wait)
-        return refusal_result(plan.name, refusal, call.context, call.call_id, call.started)
+        return refusal_result(
+            plan.name,
+            refusal,
+            call.context,
+            call.call_id,
+            call.started,
+            instruments=self._gate.instruments,
+        )
 
     def _gave_up(self, call: Call, reason: str, *, wait: float | None = None) -> ToolResult:
         """The last failure, returned because its retry could not run (``reason``; ``wait``:
@@ -331,8 +333,8 @@ class Attempts:
             last, call.attempts, call.started, retry_stopped=reason, retry_wait_ms=wait_ms(wait)
         )
 
-    @staticmethod
     def _log(
+        self,
         call: Call,
         error: ErrorInfo,
         reason: str,
@@ -340,17 +342,33 @@ class Attempts:
         *,
         attempt: int | None = None,
     ) -> None:
-        """Log the decision after attempt number ``attempt`` (default: the latest) of
-        ``call``."""
-        log_decision(
-            call.plan.name,
-            call.tries if attempt is None else attempt,
-            call.plan.attempts_allowed,
-            error,
-            reason=reason,
-            wait=wait,
-            call_id=call.call_id,
-            context=call.context,
+        """Report the decision after attempt number ``attempt`` (default: the latest) of
+        ``call``: a retry after ``wait`` seconds (``reason``: ``backoff`` or ``retry_after``),
+        or why there is none."""
+        plan = call.plan
+        number = call.tries if attempt is None else attempt
+        self._gate.instruments.emit(
+            RetryScheduled(
+                plan.name,
+                call.call_id,
+                call.context,
+                number,
+                plan.attempts_allowed,
+                error,
+                wait,
+                reason,
+            )
+            if wait is not None and reason in _RETRYING
+            else RetryStopped(
+                plan.name,
+                call.call_id,
+                call.context,
+                number,
+                plan.attempts_allowed,
+                error,
+                wait,
+                reason,
+            )
         )
 
 

@@ -26,10 +26,10 @@ from typing import Any, Final
 
 from tdk._arguments import Arguments
 from tdk._call import ToolCall
+from tdk._call_scope import check_call_id, shown_name
 from tdk._context import ToolContext, context_of_call
 from tdk._default import DEFAULT, Default
 from tdk._definition import ToolDefinition
-from tdk._execute import check_call_id, shown_name
 from tdk._loop import refuse_running_loop, run_blocking
 from tdk._result import ToolResult
 from tdk._telemetry import active
@@ -38,7 +38,9 @@ from tdk.errors import ToolError, ToolInputError
 from tdk.runner._admission import Admission
 from tdk.runner._breaker import CircuitState
 from tdk.runner._config import Layers, Policies, check_policies
+from tdk.runner._events import Instruments
 from tdk.runner._gate import Gate
+from tdk.runner._instruments import DEFAULT_INSTRUMENTS
 from tdk.runner._plan import Plan, Plans
 from tdk.runner._policies import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy
 from tdk.runner._refusals import refusal_result
@@ -60,6 +62,10 @@ _CLOSED: Final = CircuitState.CLOSED
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[object]]
+
+
+#: Who hears every runner's events: tdk's OpenTelemetry events and metrics, and its log.
+_HEARD_BY: Final = Instruments(DEFAULT_INSTRUMENTS)
 
 
 class ToolRunner:
@@ -136,7 +142,7 @@ class ToolRunner:
         self._known: Final = plans.by_name
         """The plans made, by name: what a call looks up first."""
         operations = named_operations(store)
-        gate = self._gate = Gate(operations, local, plans, clock, counters)
+        gate = self._gate = Gate(operations, local, plans, clock, counters, instruments=_HEARD_BY)
         self._slots = Slots(max_concurrency, gate, counters)
         self._attempts = Attempts(
             gate,
@@ -345,9 +351,15 @@ class ToolRunner:
         finally:
             give_slots_back(call.lingering, plan.compartment, slots.everyone)
 
-    @staticmethod
-    def _refused(call: Call, refusal: ToolError) -> ToolResult:
-        return refusal_result(call.plan.name, refusal, call.context, call.call_id, call.started)
+    def _refused(self, call: Call, refusal: ToolError) -> ToolResult:
+        return refusal_result(
+            call.plan.name,
+            refusal,
+            call.context,
+            call.call_id,
+            call.started,
+            instruments=self._gate.instruments,
+        )
 
     def _plan_of_call(
         self,
@@ -366,12 +378,12 @@ class ToolRunner:
                 shown = shown_name(name, context)
                 unknown = self.toolkit._not_found(name, shown)
                 unknown.details["attempts"] = 0
-                return refusal_result(shown, unknown, context, call_id, started)
+                return refusal_result(shown, unknown, context, call_id, started, instruments=None)
         if not plan.by_context:
             return plan
         scoped = self._plans.scoped(plan, context)
         if isinstance(scoped, ToolError):
-            return refusal_result(plan.name, scoped, context, call_id, started)
+            return refusal_result(plan.name, scoped, context, call_id, started, instruments=None)
         return scoped
 
 
@@ -394,5 +406,10 @@ async def _answer_malformed(call: ToolCall, context: ToolContext | None) -> Tool
     input, and the tool does not run."""
     problem = ToolInputError(f"{call.problem} Fix the call and make it again.")
     return refusal_result(
-        shown_name(call.name, context), problem, context, call.call_id, perf_counter()
+        shown_name(call.name, context),
+        problem,
+        context,
+        call.call_id,
+        perf_counter(),
+        instruments=None,
     )

@@ -1,0 +1,99 @@
+"""tdk's two default instruments of the runner: its log records and its OpenTelemetry
+events and metrics (:mod:`tdk.runner._events` says what they hear)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from tdk._call_scope import logged_call_id
+from tdk._context import secrets_of
+from tdk._telemetry import circuit_changed, counted, event
+from tdk.runner._breaker import CircuitState
+from tdk.runner._events import (
+    CircuitChanged,
+    Event,
+    Refused,
+    RetryScheduled,
+    RetryStopped,
+    Waiting,
+)
+from tdk.runner._limiter import wait_ms
+
+__all__ = ["DEFAULT_INSTRUMENTS", "log_lines", "otel_events"]
+
+logger: Final = logging.getLogger("tdk.runner")
+"""One INFO record per retry decision and per circuit transition."""
+
+
+def log_lines(happened: Event) -> None:
+    """One INFO record per retry decision (``tdk_retry``) and per circuit transition
+    (``tdk_circuit``), built only when the logger is enabled for INFO."""
+    if type(happened) is CircuitChanged:
+        _log_transition(happened)
+    elif type(happened) is RetryScheduled or type(happened) is RetryStopped:
+        _log_decision(happened)
+
+
+def otel_events(happened: Event) -> None:
+    """Events on the call's span and counts in its metrics, when the call is traced or
+    measured (each function checks the call's telemetry, and does nothing without it)."""
+    if type(happened) is RetryScheduled:
+        kind = happened.error.kind.value
+        event("tdk.retry", {"tdk.wait_ms": wait_ms(happened.wait), "error.type": kind})
+        counted("retries", happened.tool)
+    elif type(happened) is Refused:
+        event("tdk.refused", {"error.type": happened.kind.value})
+        counted("refusals", happened.tool, **{"error.type": happened.kind.value})
+    elif type(happened) is CircuitChanged:
+        circuit_changed(happened.tool, happened.before.value, happened.after.value)
+    elif type(happened) is Waiting:
+        event("tdk.rate_limit.wait", {"tdk.wait_ms": wait_ms(happened.wait)})
+
+
+#: The instruments every runner has: OpenTelemetry first (a circuit's change is an event of
+#: the span before it is a log line, as it always was), then the log.
+DEFAULT_INSTRUMENTS: Final = (otel_events, log_lines)
+
+
+def _log_decision(decided: RetryScheduled | RetryStopped) -> None:
+    """The record of a retry decision after attempt ``attempt`` (of ``of``) of a call failed:
+    a retry after ``wait`` seconds, or none (``reason`` says why). The call's id is redacted
+    with its context's secrets; ``tdk_retry`` holds the same facts as a dict."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    shown = logged_call_id(decided.call_id, secrets_of(decided.context))
+    name, number, of, kind = decided.tool, decided.attempt, decided.of, decided.error.kind.value
+    who = name if shown is None else f"{name} (call {shown})"
+    retrying = type(decided) is RetryScheduled
+    if retrying:
+        text = "tool %s: attempt %d of %d failed with %s; retrying in %.3f s (%s)"
+        args: tuple[object, ...] = (who, number, of, kind, decided.wait, decided.reason)
+    else:
+        text = "tool %s: attempt %d of %d failed with %s; not retrying (%s)"
+        args = (who, number, of, kind, decided.reason)
+    facts = {
+        "tool": name,
+        "call_id": shown,
+        "attempt": number,
+        "max_attempts": of,
+        "kind": kind,
+        "retrying": retrying,
+        "wait": decided.wait,
+        "reason": decided.reason,
+    }
+    logger.info(text, *args, extra={"tdk_retry": facts})
+
+
+def _log_transition(changed: CircuitChanged) -> None:
+    """The record of a circuit that changed state; ``tdk_circuit`` holds the facts."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    name, before, after = changed.tool, changed.before.value, changed.after.value
+    facts = {"tool": name, "from": before, "to": after, "failure_count": changed.failures}
+    text = "circuit of tool %s: %s -> %s"
+    args: tuple[object, ...] = (name, before, after)
+    if changed.after is CircuitState.OPEN:
+        text += " (after %d consecutive failures)"
+        args += (changed.failures,)
+    logger.info(text, *args, extra={"tdk_circuit": facts})
