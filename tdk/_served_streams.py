@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 from tdk._drain import Drain
-from tdk._streams import duplicate, flush_stdout, open_stderr
+from tdk._streams import duplicate, flush_stdout, on_descriptor, open_stderr
 
 __all__ = ["SETTLE_SECONDS", "Protocol", "ServedStreams", "protocol_streams", "served_streams"]
 
@@ -170,14 +170,7 @@ def served_streams(*, stdio: bool, keep: bool = False) -> Iterator[ServedStreams
 def _target(stream: IO[str] | None, fd: int) -> int | IO[str]:
     """What a drain for the standard stream ``fd`` writes to: the descriptor, unless Python's
     stream is something else (a test's capture, an embedding program's file)."""
-    return stream if stream is not None and not _backed_by(stream, fd) else fd
-
-
-def _backed_by(stream: Any, fd: int) -> bool:
-    try:
-        return bool(stream.fileno() == fd)
-    except (AttributeError, OSError, ValueError):
-        return False
+    return stream if stream is not None and not on_descriptor(stream, fd) else fd
 
 
 def _unusable(stream: Any) -> bool:
@@ -188,7 +181,7 @@ def _protocol_output(undo: list[Callable[[], None]]) -> IO[str]:
     """The protocol's output: a private duplicate of fd 1, which then points at stderr for
     everything else; or ``sys.stdout``'s buffer when it is not fd 1 (in process)."""
     stream: Any = sys.stdout
-    if _backed_by(stream, 1):
+    if on_descriptor(stream, 1):
         private = duplicate(1)
         if private is not None:
             os.dup2(2, 1)
@@ -207,7 +200,7 @@ def _protocol_input(undo: list[Callable[[], None]]) -> tuple[IO[str], _Watched |
     which the :class:`_Watched` under it tells."""
     stream: Any = sys.stdin
     source: Any
-    if _backed_by(stream, 0) and (private := duplicate(0)) is not None:
+    if on_descriptor(stream, 0) and (private := duplicate(0)) is not None:
         nothing = os.open(os.devnull, os.O_RDONLY)
         os.dup2(nothing, 0)
         os.close(nothing)

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["duplicate", "flush_stdout", "open_stderr", "streams_aside"]
+__all__ = ["duplicate", "flush_stdout", "on_descriptor", "open_stderr", "streams_aside"]
 
 
 @contextlib.contextmanager
@@ -84,3 +84,12 @@ def flush_stdout() -> None:
     for stream in streams:
         with contextlib.suppress(Exception):  # (None has no flush either)
             stream.flush()
+
+
+def on_descriptor(stream: Any, fd: int) -> bool:
+    """Whether ``stream`` (a standard stream, or what a module put in its place) writes to
+    or reads from descriptor ``fd`` itself."""
+    try:
+        return bool(stream.fileno() == fd)
+    except (AttributeError, OSError, ValueError):
+        return False

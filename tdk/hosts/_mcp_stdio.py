@@ -44,6 +44,7 @@ from mcp_types import (
 )
 
 from tdk._served_streams import protocol_streams
+from tdk._streams import on_descriptor
 from tdk.hosts._mcp_load import Load
 from tdk.hosts._mcp_refusal import refusal, too_long
 
@@ -233,7 +234,7 @@ def _claimed(fd: int, stream: Any, mode: str) -> Iterator[IO[bytes]]:
     a private duplicate of it, and ``fd`` itself is pointed elsewhere for the block: stdin at
     the null device, stdout at stderr. Otherwise (a stream an application put in its place)
     the stream's own buffer is the protocol's, as it is."""
-    if not _backed_by(stream, fd):
+    if not on_descriptor(stream, fd):
         yield stream.buffer
         return
     private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
@@ -246,13 +247,6 @@ def _claimed(fd: int, stream: Any, mode: str) -> Iterator[IO[bytes]]:
             wire.flush()
         os.dup2(private, fd)
         os.close(private)
-
-
-def _backed_by(stream: Any, fd: int) -> bool:
-    try:
-        return bool(stream.buffer.fileno() == fd)
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def _divert(fd: int) -> None:
