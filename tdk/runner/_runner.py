@@ -53,6 +53,7 @@ from tdk.runner._store import (
     InMemoryStore,
     StateStore,
     UpdateStore,
+    applied_in_process,
     named_operations,
 )
 
@@ -135,10 +136,12 @@ class ToolRunner:
         self._store = store
         # With the in-process store, plans hold the live state objects and the guards apply
         # the changes to them directly: no await, no round trip, the same rules.
-        local = store if isinstance(store, InMemoryStore) else None
+        # (Not for a subclass that overrides an operation: its own must run.)
+        local = applied_in_process(store)
         self._local = local
         counters = self._counters = Counters()
-        plans = self._plans = Plans(toolkit, Layers(Policies(**base)), local, clock)
+        swept = store if isinstance(store, InMemoryStore) else None
+        plans = self._plans = Plans(toolkit, Layers(Policies(**base)), local, clock, swept)
         self._known: Final = plans.by_name
         """The plans made, by name: what a call looks up first."""
         operations = named_operations(store)
