@@ -134,11 +134,9 @@ class ToolRunner:
         self.max_concurrency: Final = max_concurrency
         """Calls running at once across all tools, or None."""
         self._store = store
-        # With the in-process store, plans hold the live state objects and the guards apply
-        # the changes to them directly: no await, no round trip, the same rules.
-        # (Not for a subclass that overrides an operation: its own must run.)
-        local = applied_in_process(store)
-        self._local = local
+        # With the in-process store (not a subclass's own operations), plans hold the live
+        # state objects and the guards apply the changes to them: no await, the same rules.
+        local = self._local = applied_in_process(store)
         counters = self._counters = Counters()
         swept = store if isinstance(store, InMemoryStore) else None
         plans = self._plans = Plans(toolkit, Layers(Policies(**base)), local, clock, swept)
