@@ -17,7 +17,13 @@ answers: each counts when it arrives.
 
 The count lives in a context variable, one :class:`Exchanges` per attempt, so the tasks and
 tdk's worker threads of a tool share it; a request is marked with the record that counted it,
-so that a late report of an attempt that ended goes to that attempt, not the next. Only tdk's
+so that a late report of an attempt that ended goes to that attempt, not the next.
+
+A request made where no attempt is current (a thread the tool started itself, a job of
+``loop.run_in_executor``: neither copies the caller's context) cannot be told apart from the
+requests of other attempts: it counts for every attempt watched at the time (:data:`LIVE`),
+the safe side (a write of another call is not repeated after a refused connect while such a
+request was out; it never goes out twice). Only tdk's
 HTTP hooks note requests: until they are loaded (:data:`NOTING`), a record could only stay
 empty, and execution makes none (a call that writes nothing over HTTP pays nothing).
 """
@@ -25,11 +31,13 @@ empty, and execution makes none (a call that writes nothing over HTTP pays nothi
 from __future__ import annotations
 
 import contextlib
+import threading
 from contextvars import ContextVar, Token
 from typing import Any, Final
 
 __all__ = [
     "CURRENT",
+    "LIVE",
     "NOTHING_NOTED",
     "NOTING",
     "NOT_SENT",
@@ -41,6 +49,7 @@ __all__ = [
     "note_response",
     "note_sending",
     "unwatch",
+    "watch",
 ]
 
 
@@ -82,10 +91,50 @@ class Noting:
 NOTING: Final = Noting()
 
 
+class Live:
+    """The records of the attempts watched now, in any thread: where a request made outside
+    every attempt's context counts."""
+
+    __slots__ = ("_lock", "_records")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: set[Exchanges] = set()
+
+    def add(self, exchanges: Exchanges) -> None:
+        """An attempt's watch began."""
+        with self._lock:
+            self._records.add(exchanges)
+
+    def discard(self, exchanges: Exchanges) -> None:
+        """An attempt's watch ended."""
+        with self._lock:
+            self._records.discard(exchanges)
+
+    def now(self) -> tuple[Exchanges, ...]:
+        """The records watched now."""
+        if not self._records:  # (the common case, read without the lock)
+            return ()
+        with self._lock:
+            return tuple(self._records)
+
+
+#: The attempts watched now, in this process.
+LIVE: Final = Live()
+
+
+def watch(exchanges: Exchanges) -> Token[Exchanges | None]:
+    """Begin the watch of an attempt: its requests are noted in ``exchanges`` (the current
+    record of this context, and one of :data:`LIVE`) until :func:`unwatch`."""
+    LIVE.add(exchanges)
+    return CURRENT.set(exchanges)
+
+
 def unwatch(token: Token[Exchanges | None], exchanges: Exchanges) -> None:
     """End the watch ``token`` began (``CURRENT.set(exchanges)``), and count the requests of
     ``exchanges`` for the attempt around it, if any: a tool that calls another (directly or
     through a runner) acted when the inner one did."""
+    LIVE.discard(exchanges)
     outer = token.old_value  # (the record around this one, whatever context this ends in)
     if type(outer) is Exchanges:
         outer.add(exchanges)
@@ -115,22 +164,27 @@ def never_sent(exc: BaseException) -> bool:
 
 
 def note_sending(request: Any) -> None:
-    """A request of the current attempt is about to be sent (an installed ``request`` hook)."""
+    """A request of the current attempt is about to be sent (an installed ``request`` hook);
+    outside every attempt's context, one of any attempt watched now."""
     exchanges = CURRENT.get()
-    if exchanges is not None:
-        exchanges.reached += 1
+    records = (exchanges,) if exchanges is not None else LIVE.now()
+    if records:
+        for each in records:
+            each.reached += 1
         # Marked, so that a failed connect can take it back (odd extensions that refuse the
         # mark: counted for good, the safe side).
         with contextlib.suppress(Exception):
-            request.extensions[_COUNTED] = (exchanges, id(request))
+            request.extensions[_COUNTED] = (records, id(request))
 
 
 def note_response(response: Any) -> None:
     """An upstream answered a request (a response hook): counted now, unless its ``request``
     event counted it already."""
+    if _mark_of(_request_of(response)) is not None:
+        return
     exchanges = CURRENT.get()
-    if exchanges is not None and _mark_of(_request_of(response)) is None:
-        exchanges.reached += 1
+    for each in (exchanges,) if exchanges is not None else LIVE.now():
+        each.reached += 1
 
 
 def note_refusal(response: Any) -> None:
@@ -140,8 +194,8 @@ def note_refusal(response: Any) -> None:
     if _mark_of(request) is not None:
         _take_back(request)
         return
-    exchanges = CURRENT.get()  # counted by note_response() of this same answer
-    if exchanges is not None:
+    exchanges = CURRENT.get()  # counted by note_response() of this same answer (outside
+    if exchanges is not None:  # every attempt: counted for good, the safe side)
         exchanges.reached -= 1
 
 
@@ -153,8 +207,8 @@ def note_failure(request: Any, exc: BaseException) -> None:
         _take_back(request if named is None else named)
 
 
-def _mark_of(request: Any) -> tuple[Exchanges, int] | None:
-    """The record that counted ``request`` when its ``request`` event fired, if any (a mark
+def _mark_of(request: Any) -> tuple[tuple[Exchanges, ...], int] | None:
+    """The records that counted ``request`` when its ``request`` event fired, if any (a mark
     copied from the request a redirect was made from is not its own)."""
     if request is None:
         return None
@@ -175,7 +229,8 @@ def _take_back(request: Any) -> None:
         del request.extensions[_COUNTED]
     except Exception:  # odd extensions: leave the count as it is (the safe side)
         return
-    mark[0].reached -= 1
+    for each in mark[0]:
+        each.reached -= 1
 
 
 def _request_of(holder: Any) -> Any:

@@ -47,7 +47,7 @@ from tdk._call_scope import check_call_id, failed, failure_result, new_result
 from tdk._compat.running_task import TASK_OF
 from tdk._context import ToolContext, secrets_of
 from tdk._default import DEFAULT, Default
-from tdk._exchanges import CURRENT, NOTHING_NOTED, NOTING, Exchanges, unwatch
+from tdk._exchanges import NOTHING_NOTED, NOTING, Exchanges, unwatch, watch
 from tdk._failures.foreign import describe
 from tdk._failures.table import to_tool_error
 from tdk._model_text import utf8_copy
@@ -102,7 +102,7 @@ async def execute(
     secrets = () if context is None else secrets_of(context)
     ambient = call_secrets(secrets) if secrets else None  # (scrubbed from all it redacts)
     watched = exchanges or (Exchanges() if spec.writes and NOTING.on else None)  # a write's own
-    watching = None if watched is None else (CURRENT.set(watched), watched)
+    watching = None if watched is None else (watch(watched), watched)
     try:
         attempts = 0
         job: Job | None = None

@@ -861,6 +861,58 @@ async def test_the_runner_asks_a_store_by_the_names_of_its_operations() -> None:
     assert store.updates == 0
 
 
+class CountedUpdates(InMemoryStore):
+    """An in-process store that overrides ``update`` alone (to count, log or share it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.named: list[str] = []
+
+    async def update(self, key: str, change: Callable[..., Any], *args: Any) -> Any:
+        self.named.append("update")
+        return await super().update(key, change, *args)
+
+
+class CountedAdmissions(InMemoryStore):
+    """An in-process store that overrides one named operation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.named: list[str] = []
+
+    async def admit(self, key: str, limit: RateLimit, now: float) -> float:
+        self.named.append("admit")
+        return await super().admit(key, limit, now)
+
+
+@pytest.mark.parametrize(
+    ("store_class", "heard"),
+    [
+        (CountedUpdates, ["update"] * 6),  # acquire, admit, record; twice
+        (CountedAdmissions, ["admit"] * 2),
+    ],
+    ids=["update_alone", "one_named_operation"],
+)
+@in_loop
+async def test_an_in_memory_store_subclass_runs_its_own_operations(
+    store_class: type[CountedUpdates | CountedAdmissions], heard: list[str]
+) -> None:
+    """A subclass of ``InMemoryStore`` that overrides an operation is asked through it, as
+    any store is: the runner's in-process shortcut is for the plain store only."""
+    store = store_class()
+    upstream = Upstream()
+    runner = ToolRunner(
+        Toolkit("s", upstream.tools),
+        circuit_breaker=BREAKER,
+        rate_limit=RateLimit(calls=1, period=60.0),
+        store=store,
+    )
+    assert (await runner.run("fail", {"n": 1})).error is None
+    refused = await runner.run("fail", {"n": 2})
+    assert refused.kind == ErrorKind.TOOL_RUNTIME_RATE_LIMITED
+    assert store.named == heard
+
+
 @in_loop
 async def test_a_store_that_lost_its_state_starts_afresh() -> None:
     """If the shared store forgets a circuit mid-call (a restart), the attempt's outcome

@@ -526,6 +526,44 @@ def test_a_sent_write_whose_answer_was_lost_is_not_repeated_after_a_refused_conn
     _assert_not_repeated(result, ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE)
 
 
+def _send_in_a_thread(how: str, send: Callable[[], None]) -> Any:
+    """An awaitable of ``send()`` run in a thread that does not copy the caller's context
+    (``how``): a job of ``loop.run_in_executor``, or a thread the tool starts itself."""
+    if how == "run_in_executor":
+        return asyncio.get_running_loop().run_in_executor(None, send)
+    thread = threading.Thread(target=send)
+    thread.start()
+    return asyncio.to_thread(thread.join)
+
+
+@pytest.mark.parametrize("how", ["run_in_executor", "own_thread"])
+def test_a_write_sent_from_a_thread_without_the_context_is_not_repeated(
+    how: str, closed_port: int
+) -> None:
+    """A write sent (its answer lost) from a thread the attempt's context did not reach,
+    then a request that cannot connect: the write counts for the attempt all the same, and
+    the server sees it once."""
+    upstream = Writes()
+    with upstream.serve() as base, tdk.http.install(httpx.Client(timeout=READ_TIMEOUT)) as sync:
+
+        def create() -> None:
+            with contextlib.suppress(*LOST):  # the answer is lost; the issue may exist
+                sync.post(f"{base}/lost", json={"title": "a"})
+
+        @tool
+        async def create_and_notify(title: Annotated[str, "The title."]) -> str:
+            """Create an issue from a thread, then notify a service."""
+            await _send_in_a_thread(how, create)
+            async with tdk.http.install(httpx.AsyncClient()) as client:
+                notify = f"http://127.0.0.1:{closed_port}/notify"
+                return (await client.post(notify, json={"title": title})).text
+
+        runner = ToolRunner(Toolkit("t", [create_and_notify]), retry=RETRY)
+        result = _run(runner, "create_and_notify", {"title": "a"})
+    assert upstream.writes == 1
+    _assert_not_repeated(result, ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE)
+
+
 def test_a_write_in_flight_beside_a_429_is_not_repeated() -> None:
     """A write in flight (received, unanswered) while a parallel request of the same
     attempt is refused with a 429: the refusal alone would be safe to retry, the write is

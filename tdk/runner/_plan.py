@@ -100,6 +100,7 @@ class Plans:
         "_layers",
         "_local",
         "_per_context",
+        "_swept",
         "_toolkit",
         "by_name",
         "circuits",
@@ -111,11 +112,15 @@ class Plans:
         layers: Layers,
         local: InMemoryStore | None,
         clock: Callable[[], float],
+        swept: InMemoryStore | None = None,
     ) -> None:
         self._toolkit = toolkit
         self._layers = layers
         self._local = local
         """The in-process store, whose state objects plans hold live (None: another store)."""
+        self._swept = local if swept is None else swept
+        """The in-process store whose idle per-context state this runner sweeps (``local``,
+        or an in-process store whose changes go through its own operations)."""
         self._clock = clock
         self._compartments: dict[tuple[str, Bulkhead], Compartment] = {}
         self._per_context: dict[str, RateLimit | CircuitBreaker] = {}
@@ -195,8 +200,8 @@ class Plans:
         if len(plan.scoped) >= MAX_SCOPED_PLANS:
             for each in self.by_name.values():  # (no plan keeps a state forgotten here)
                 each.scoped.clear()
-            if self._local is not None:
-                self._local.forget_idle(self._per_context, self._clock())
+            if self._swept is not None:
+                self._swept.forget_idle(self._per_context, self._clock())
         found = dataclasses.replace(
             plan,
             limiter_key=scope_key(plan.limiter_key, limiter_fields, named, values),
@@ -208,7 +213,7 @@ class Plans:
         )
         self._bind_state(found)
         policies = plan.policies
-        if self._local is not None:  # (idle per-user state is swept in this process only)
+        if self._swept is not None:  # (idle per-user state is swept in this process only)
             if limiter_fields and policies.rate_limit is not None:
                 self._per_context[found.limiter_key] = policies.rate_limit
             if breaker_fields and policies.circuit_breaker is not None:

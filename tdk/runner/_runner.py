@@ -53,6 +53,7 @@ from tdk.runner._store import (
     InMemoryStore,
     StateStore,
     UpdateStore,
+    applied_in_process,
     named_operations,
 )
 
@@ -133,12 +134,12 @@ class ToolRunner:
         self.max_concurrency: Final = max_concurrency
         """Calls running at once across all tools, or None."""
         self._store = store
-        # With the in-process store, plans hold the live state objects and the guards apply
-        # the changes to them directly: no await, no round trip, the same rules.
-        local = store if isinstance(store, InMemoryStore) else None
-        self._local = local
+        # With the in-process store (not a subclass's own operations), plans hold the live
+        # state objects and the guards apply the changes to them: no await, the same rules.
+        local = self._local = applied_in_process(store)
         counters = self._counters = Counters()
-        plans = self._plans = Plans(toolkit, Layers(Policies(**base)), local, clock)
+        swept = store if isinstance(store, InMemoryStore) else None
+        plans = self._plans = Plans(toolkit, Layers(Policies(**base)), local, clock, swept)
         self._known: Final = plans.by_name
         """The plans made, by name: what a call looks up first."""
         operations = named_operations(store)

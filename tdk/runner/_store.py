@@ -32,6 +32,7 @@ __all__ = [
     "InMemoryStore",
     "StateStore",
     "UpdateStore",
+    "applied_in_process",
     "named_operations",
 ]
 
@@ -202,6 +203,22 @@ def named_operations(store: UpdateStore) -> StateStore:
     if all(callable(getattr(store, name, None)) for name in _NAMED):
         return cast(StateStore, store)
     return cast(StateStore, _ThroughUpdate(store))
+
+
+def applied_in_process(store: UpdateStore) -> InMemoryStore | None:
+    """``store`` when the runner may hold its state objects live and apply tdk's changes to
+    them itself (skipping its operations): an :class:`InMemoryStore` whose class keeps every
+    operation of its own. A subclass that overrides one (to log, count or share its state)
+    has each change go through it, as any other store's does."""
+    if not isinstance(store, InMemoryStore):
+        return None
+    kind = type(store)
+    if kind is not InMemoryStore and any(
+        getattr(kind, name, None) is not getattr(InMemoryStore, name)
+        for name in (*_NAMED, "update", "apply")
+    ):
+        return None
+    return store
 
 
 class InMemoryStore(StateStore):
