@@ -368,12 +368,12 @@ def json_rpc_lines(target: Path, tmp_path: Path) -> tuple[list[dict[str, Any]], 
 
 def test_a_thread_printing_from_the_import_on_never_reaches_the_protocol(tmp_path: Path) -> None:
     """A thread the module starts while imported, printing for ever in every way (``print``,
-    ``sys.stdout``, ``sys.__stdout__``, fd 1): over five runs, every line the host reads is
+    ``sys.stdout``, ``sys.__stdout__``, fd 1): over three runs, every line the host reads is
     JSON-RPC, each call is answered, and the server exits 0 once its stdin closes (the
     thread, which is no daemon, does not keep it running)."""
     target = tmp_path / "printing_thread_tools.py"
     target.write_text(PRINTING_THREAD.lstrip())
-    for _ in range(5):
+    for _ in range(3):
         lines, status = json_rpc_lines(target, tmp_path)
         answers = {message["id"]: message for message in lines}
         assert [answers[n]["result"]["structuredContent"] for n in (1, 2, 3)] == [
