@@ -17,20 +17,30 @@
   its own non-zero status), saying why. ``tdk serve`` is not supervised: a host watches and
   signals the process it started, which a supervisor in between would break, and a server
   that ends before answering ``initialize`` is no success to any host.
+- **A thread that never ends.** A module that starts a thread (not a daemon) at import would
+  hold the command for ever after it printed its result: Python waits for such threads
+  before it ends. The supervised child gives them :data:`THREADS_GRACE` seconds, then ends
+  without them, its exit handlers run (as ``tdk serve`` leaves when its server has ended).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
-__all__ = ["can_supervise", "import_guard", "supervised"]
+__all__ = ["THREADS_GRACE", "can_supervise", "import_guard", "supervised", "threads_held"]
+
+#: Seconds threads the module started (not daemons) get to end once the command has run,
+#: before the command's process ends without them.
+THREADS_GRACE: Final = 1.0
 
 #: The signals whose handlers a module's import may not change for the command.
 _GUARDED: Final = tuple(
@@ -88,9 +98,12 @@ def supervised(command: Callable[[], int], name: str, target: str) -> int:
         forwarding.restore()
         os.close(reading)
         try:
-            return command()
+            status = command()
         finally:
             _said_done(writing)
+        if threads_held(THREADS_GRACE):
+            _leave_now(status)
+        return status
     os.close(writing)
     try:
         status = forwarding.wait(child)
@@ -115,6 +128,27 @@ def supervised(command: Callable[[], int], name: str, target: str) -> int:
         )
         return status or 1
     return status
+
+
+def threads_held(grace: float) -> bool:
+    """Whether a thread other than this one (not a daemon) is still running after up to
+    ``grace`` seconds of waiting for them all."""
+    ends = time.monotonic() + grace
+    held = False
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, ends - time.monotonic()))
+            held = held or thread.is_alive()
+    return held
+
+
+def _leave_now(status: int) -> None:  # pragma: no cover - in the child
+    """End the process with ``status`` now, without the threads that hold it: the exit
+    handlers run first (a telemetry exporter's flush), as they would have."""
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    _flush()
+    os._exit(status)
 
 
 def _die_by(number: int) -> None:

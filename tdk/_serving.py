@@ -25,13 +25,12 @@ import logging
 import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Final
 
 from tdk._addresses import reach_of, unbracketed
 from tdk._loop import run_in_new_loop
+from tdk._process import THREADS_GRACE, threads_held
 from tdk._served_streams import ServedStreams, served_streams
 from tdk._streams import flush_stdout
 from tdk._toolkit import Toolkit
@@ -53,10 +52,6 @@ DEFAULT_DEADLINE: Final = 50.0
 
 #: Seconds the calls still running get to end, once cancelled, after the host closed stdin.
 HOST_GONE_GRACE: Final = 5.0
-
-#: Seconds threads the module started (not daemons) get to end after the server, before the
-#: ``tdk serve`` process leaves without them.
-THREADS_GRACE: Final = 1.0
 
 
 def serving_packages(*, http: bool) -> str | None:
@@ -280,12 +275,7 @@ def _leave(status: int, streams: ServedStreams) -> None:
     module started (not daemons) have not ended within :data:`THREADS_GRACE` seconds: they
     would keep it running after its host has gone. Else return, and the process ends as any
     does."""
-    ends = time.monotonic() + THREADS_GRACE
-    held = False
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join(max(0.0, ends - time.monotonic()))
-            held = held or thread.is_alive()
+    held = threads_held(THREADS_GRACE)
     if not held:
         return
     streams.settle()

@@ -234,3 +234,41 @@ def test_the_exit_handlers_of_a_module_run(tmp_path: Path, command: list[str]) -
     done = tdk(command[0], str(path), *command[1:])
     assert done.returncode == 0, done.stderr
     assert path.with_suffix(".flushed").read_text() == "flushed"
+
+
+#: A module that starts a thread (not a daemon) that never ends, and an exit handler that
+#: leaves a mark.
+THREAD = '''
+import atexit
+import pathlib
+import threading
+from typing import Annotated
+
+from tdk import tool
+
+threading.Thread(target=threading.Event().wait, name="never-ends").start()
+atexit.register(pathlib.Path(__file__).with_suffix(".exited").write_text, "exit handlers ran")
+
+
+@tool
+def add(a: Annotated[int, "First."]) -> int:
+    """Add one."""
+    return a + 1
+'''
+
+
+@pytest.mark.parametrize("command", COMMANDS_OF_ADD)
+def test_a_thread_the_module_never_ends_does_not_hold_the_command(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A thread started at import that never ends (not a daemon) held ``tdk check``,
+    ``schema`` and ``run`` for ever after their output; they end with their own status once
+    the thread has had its grace, the module's exit handlers run."""
+    path = module(tmp_path, THREAD)
+    done = tdk(command[0], str(path), *command[1:])
+    assert done.returncode == 0, done.stderr
+    if command[0] == "check":
+        assert "ok  add" in done.stdout
+    else:
+        json.loads(done.stdout)
+    assert path.with_suffix(".exited").read_text() == "exit handlers ran"

@@ -496,3 +496,72 @@ def test_a_message_that_cannot_be_written_costs_only_itself(
     assert pipes.answers["init"]["error"]["code"] == -32603
     assert pipes.answers["after"] == {"jsonrpc": "2.0", "id": "after", "result": {}}
     assert "could not be written" in caplog.text
+
+
+# -- the host closing stdin: every request read before is answered ---------------------------
+
+CANCELLED = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
+
+#: (the requests written before stdin is closed, the ids answered: each once, in any order).
+#: The SDK cancels what it was handling when its input ends; a request read and not started
+#: yet (the last lines of a client that writes them all and closes stdin) went unanswered.
+CLOSING = [
+    pytest.param(
+        [call_request(number, "add", {"a": number}) for number in range(40)],
+        list(range(40)),
+        id="pipelined",
+    ),
+    pytest.param([call_request(7, "add", {"a": 1}) for _ in range(5)], [7] * 5, id="one-id-reused"),
+    pytest.param(
+        [call_request(number, "add", {"a": number}) for number in range(1, 20)]
+        + [{"jsonrpc": "2.0", "id": "ping", "method": "ping"}],
+        [*range(1, 20), "ping"],
+        id="pipelined-then-ping",
+    ),
+]
+
+
+@pytest.mark.parametrize(("requests", "answered"), CLOSING)
+def test_every_request_read_before_stdin_closes_is_answered(
+    tools_file: Path, requests: list[dict[str, Any]], answered: list[Any]
+) -> None:
+    """A host that writes its requests and closes stdin at once (``tdk serve < requests``)
+    while it still reads stdout gets one answer for each request: its result, or the
+    "Connection closed" error of a call cancelled because the host left."""
+    lines = [INITIALIZE, INITIALIZED, *requests]
+    served = subprocess.run(
+        serve_argv(tools_file),
+        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+        capture_output=True,
+        cwd=tools_file.parent,
+        timeout=START_TIMEOUT * 3,
+        check=False,
+    )
+    assert served.returncode == 0, served.stderr.decode(errors="replace")
+    messages = [json.loads(line) for line in served.stdout.splitlines()]
+    assert messages[0]["id"] == "init"
+    ids = [message["id"] for message in messages[1:]]
+    assert sorted(ids, key=repr) == sorted(answered, key=repr)
+    for message in messages[1:]:
+        if "error" in message:
+            assert message["error"] == {"code": -32000, "message": "Connection closed"}
+
+
+def test_a_request_the_host_cancelled_before_closing_stdin_gets_no_answer(
+    tools_file: Path,
+) -> None:
+    """A request the host cancelled is not answered when the host then closes stdin (the
+    MCP specification: no answer after a cancellation); the others are."""
+    requests = [call_request(number, "add", {"a": number}) for number in range(1, 6)]
+    lines = [INITIALIZE, INITIALIZED, *requests, CANCELLED]
+    served = subprocess.run(
+        serve_argv(tools_file),
+        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+        capture_output=True,
+        cwd=tools_file.parent,
+        timeout=START_TIMEOUT * 3,
+        check=False,
+    )
+    ids = [json.loads(line)["id"] for line in served.stdout.splitlines()[1:]]
+    assert sorted(number for number in ids if number != 3) == [1, 2, 4, 5]
+    assert ids.count(3) <= 1

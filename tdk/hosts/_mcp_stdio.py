@@ -10,6 +10,8 @@ does not:
   SDK's drops it and the client waits for ever;
 - a line is read up to ``MAX_LINE`` bytes (4 MiB, the SDK's bound of an HTTP body); a longer
   one is skipped, without being held, and answered as an invalid request;
+- a request read before the client closed stdin is answered, once the server has ended,
+  even when the SDK cancelled it before handling it (:mod:`tdk.hosts._mcp_pending`);
 - a message that cannot be written (its JSON cannot be made) costs that message, answered
   as an internal error when it had an id, never the server: the SDK's writer dies with it,
   and every call in flight is lost. (tdk's own answers are checked before they get here.)
@@ -46,6 +48,7 @@ from mcp_types import (
 from tdk._served_streams import protocol_streams
 from tdk._streams import on_descriptor
 from tdk.hosts._mcp_load import Load
+from tdk.hosts._mcp_pending import Pending
 from tdk.hosts._mcp_refusal import refusal, too_long
 
 __all__ = ["MAX_LINE", "stdio_streams"]
@@ -62,13 +65,16 @@ _SKIP_CHUNK: Final = 1 << 16
 async def stdio_streams(
     load: Load,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], _Writer]]:
-    """The read and write streams of a server on stdin and stdout, while the block runs."""
+    """The read and write streams of a server on stdin and stdout, while the block runs;
+    once it has ended (the server with it), the requests left unanswered are answered."""
     with _protocol_ends() as (source, sink):
-        writer = _Writer(sink)
+        pending = Pending()
+        writer = _Writer(sink, pending)
         sending, receiving = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         async with anyio.create_task_group() as group:
-            group.start_soon(_take_lines, source, sending, writer, load)
+            group.start_soon(_take_lines, source, sending, writer, load, pending)
             yield receiving, writer
+        await writer.last_words(pending.closing_answers())
 
 
 async def _take_lines(
@@ -76,6 +82,7 @@ async def _take_lines(
     messages: MemoryObjectSendStream[SessionMessage | Exception],
     writer: _Writer,
     load: Load,
+    pending: Pending,
 ) -> None:
     """Hand each message of ``source`` to the server, until the end of the input; answer the
     requests that cannot be handed over."""
@@ -88,6 +95,7 @@ async def _take_lines(
             message, answer = _message_of(line)
             try:
                 if message is not None:
+                    pending.read(message)
                     await messages.send(SessionMessage(message))
                 elif answer is not None:
                     await writer.send(SessionMessage(answer))
@@ -143,8 +151,9 @@ class _Writer:
     """The write stream of the server: each message one line of ``sink``, one at a time, in
     a worker thread (a client slow to read blocks the writing task, never the loop)."""
 
-    def __init__(self, sink: IO[bytes]) -> None:
+    def __init__(self, sink: IO[bytes], pending: Pending) -> None:
         self._sink = sink
+        self._pending = pending
         self._turn = anyio.Lock()
         self._closed = False
 
@@ -158,6 +167,17 @@ class _Writer:
             return
         async with self._turn:
             await anyio.to_thread.run_sync(self._write, data)
+        self._pending.written(item.message)
+
+    async def last_words(self, answers: list[JSONRPCError]) -> None:
+        """Write ``answers`` once the server has ended (the stream closed by then); a client
+        that has stopped reading gets none."""
+        if not answers:
+            return
+        data = b"".join(_encoded(answer) for answer in answers)
+        with contextlib.suppress(OSError, ValueError):
+            async with self._turn:
+                await anyio.to_thread.run_sync(self._write, data)
 
     def _write(self, data: bytes) -> None:
         self._sink.write(data)
