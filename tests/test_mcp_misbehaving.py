@@ -951,9 +951,7 @@ def test_a_module_misbehaving_at_import_over_stdio(
             names = [item.name for item in (await client.list_tools()).tools]
             return names, await attempt(client, "add", {"a": 1})
 
-    started = time.monotonic()
-    names, answered = run(scenario())
-    assert time.monotonic() - started < 30
+    names, answered = run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))  # (a hang guard)
     assert names == ["add"]
     assert success(answered).structured_content == {"result": 3}
     assert [each for each in received if isinstance(each, Exception)] == []
@@ -1343,13 +1341,11 @@ def test_a_signal_stops_tdk_serve(
                 process.stdin.flush()
         if busy:
             wait_for_text(log, "slow: started", process)
-        signalled = time.monotonic()
         process.send_signal(sent)
         try:
             process.wait(timeout=SIGNAL_EXIT_TIMEOUT)
         except subprocess.TimeoutExpired:
             pytest.fail(f"tdk serve did not exit {SIGNAL_EXIT_TIMEOUT} s after {sent!r}")
-        took = time.monotonic() - signalled
     finally:
         stop(process)
         for stream in (process.stdin, process.stdout):
@@ -1358,7 +1354,7 @@ def test_a_signal_stops_tdk_serve(
         if session is not None:
             session.close()
     stderr = log.read_text()
-    assert (process.returncode, took < SIGNAL_EXIT_TIMEOUT) == (status, True), stderr
+    assert process.returncode == status, stderr
     assert "Traceback" not in stderr
     assert "tdk: interrupted" in stderr
 

@@ -557,9 +557,7 @@ def test_a_client_gone_mid_call_leaves_the_server_serving(http_served: Served) -
         async with http_served.client() as client:
             return [first, await client.call_tool("slow", {"seconds": 0})]
 
-    started = time.monotonic()
-    first, second = run(scenario())
-    assert time.monotonic() - started < 20
+    first, second = run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))  # (a hang guard)
     assert first.structured_content == {"result": 4}
     assert second.structured_content == {"result": "slept"}
 
@@ -680,12 +678,10 @@ def test_a_deadline_bounds_each_call(
         call_request(1, "slow", {"seconds": 30}),
         call_request(2, "add", {"a": 1}),
     ]
-    started = time.monotonic()
     with Pipes(requests) as pipes:
         monkeypatch.setattr(sys, "stdin", pipes.stdin)
         monkeypatch.setattr(sys, "stdout", pipes.stdout)
         assert main(["serve", str(tools_file), "--deadline", "0.5"]) == 0
-    assert time.monotonic() - started < 15
     assert pipes.problem is None
     timed_out = pipes.answers[1]["result"]
     assert timed_out["isError"] is True
