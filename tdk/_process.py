@@ -95,7 +95,7 @@ def supervised(command: Callable[[], int], name: str, target: str) -> int:
     if child == 0:  # pragma: no cover - runs in the child, seen by the tests from outside
         # The child goes on as the command's process: it returns the status to the caller
         # and ends as any process does (atexit handlers, a telemetry exporter's flush).
-        forwarding.restore()
+        forwarding.release()
         os.close(reading)
         try:
             status = command()
@@ -213,6 +213,13 @@ class _Forwarding:
     def restore(self) -> None:
         """The signal mask from before."""
         signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+
+    def release(self) -> None:  # pragma: no cover - runs in the child
+        """In the child: the mask from before, less the signals watched. The command's
+        process takes Ctrl-C, SIGTERM and a hangup even when it was started with them
+        blocked (a mask is inherited: a parent blocking SIGINT while it starts tdk would
+        otherwise leave a command that forwards Ctrl-C to a child deaf to it)."""
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._mask - self._WATCHED)
 
 
 def _flush() -> None:

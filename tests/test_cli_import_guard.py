@@ -208,6 +208,35 @@ def test_a_module_deaf_to_a_signal_at_import_leaves_tdk_run_stoppable(
         assert err == b"tdk: interrupted\n"
 
 
+def test_tdk_run_started_with_sigint_blocked_still_ends_on_it(tmp_path: Path) -> None:
+    """A signal mask is inherited: ``tdk run`` started by a parent (a thread) that blocks
+    SIGINT forwards Ctrl-C to a command process that takes it (one line and 130), instead
+    of to a child as deaf to it as its parent was (the command hung)."""
+    path = module(tmp_path, SIGNALS.replace("{gesture}", "pass"))
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:  # (the child inherits this thread's mask)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tdk", "run", str(path), "wait"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    with process:
+        started = path.with_suffix(".started")
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while not started.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        try:
+            out, err = process.communicate(timeout=COMMAND_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            pytest.fail("tdk run started with SIGINT blocked did not end on it")
+    assert (process.returncode, out, err) == (130, b"", b"tdk: interrupted\n")
+
+
 #: A module that registers an exit handler (as a telemetry exporter does, to flush).
 AT_EXIT = '''
 import atexit
