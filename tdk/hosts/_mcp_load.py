@@ -10,10 +10,10 @@ answer (even a small one saying "busy") for each line it writes.
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Final, Generic, Self, TypeVar
+from typing import Final, Generic, TypeVar
 
 import anyio
+from anyio.abc import AsyncResource
 
 from tdk._compat.mcp_streams import WriteStream
 from tdk.errors import ToolBulkheadFullError
@@ -88,7 +88,7 @@ class Load:
             freed.set()
 
 
-class _Counted(Generic[T]):
+class _Counted(AsyncResource, Generic[T]):
     """A write stream counting the messages in its ``send()`` (written out, for a transport
     whose ``send`` writes; taken by the transport's writer, for the SDK's own transports)."""
 
@@ -109,15 +109,3 @@ class _Counted(Generic[T]):
     async def aclose(self) -> None:
         """Close the stream."""
         await self._stream.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None

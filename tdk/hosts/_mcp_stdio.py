@@ -29,10 +29,10 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
-from types import TracebackType
-from typing import IO, Any, Final, Self, cast
+from typing import IO, Any, Final, cast
 
 import anyio
+from anyio.abc import AsyncResource
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
@@ -147,7 +147,7 @@ def _line_of(source: IO[bytes]) -> bytes | _Cut | None:
     return _Cut(line[:MAX_LINE])
 
 
-class _Writer:
+class _Writer(AsyncResource):
     """The write stream of the server: each message one line of ``sink``, one at a time, in
     a worker thread (a client slow to read blocks the writing task, never the loop)."""
 
@@ -186,18 +186,6 @@ class _Writer:
     async def aclose(self) -> None:
         """Refuse further messages."""
         self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
 
 
 def _line(item: SessionMessage) -> bytes:
