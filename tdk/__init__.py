@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0.dev0"
 
 if TYPE_CHECKING:
-    from tdk._call import ToolCall
-    from tdk._context import ToolContext
-    from tdk._default import DEFAULT, Default
+    from tdk._define.definition import ToolAnnotations, ToolDefinition
     from tdk._define.problems import ProblemKind
-    from tdk._definition import ToolAnnotations, ToolDefinition
-    from tdk._result import ToolResult
-    from tdk._tool import Tool, tool
-    from tdk._toolkit import Toolkit
+    from tdk._define.tool import Tool, tool
+    from tdk._define.toolkit import Toolkit
+    from tdk._execution.call import ToolCall
+    from tdk._execution.context import ToolContext
+    from tdk._execution.default import DEFAULT, Default
+    from tdk._execution.result import ToolResult
     from tdk.errors import (
         ContextRequiredToolError,
         ErrorCategory,
@@ -75,17 +75,17 @@ if TYPE_CHECKING:
 #: ``tdk.http``) loads nothing else of tdk, and neither the runner nor the HTTP hook is loaded
 #: to define or run a tool. Every other name of ``__all__`` is one of ``tdk.errors``.
 _LAZY: dict[str, str] = {
-    "ToolCall": "tdk._call",
-    "ToolContext": "tdk._context",
-    "DEFAULT": "tdk._default",
-    "Default": "tdk._default",
+    "ToolCall": "tdk._execution.call",
+    "ToolContext": "tdk._execution.context",
+    "DEFAULT": "tdk._execution.default",
+    "Default": "tdk._execution.default",
     "ProblemKind": "tdk._define.problems",
-    "ToolDefinition": "tdk._definition",
-    "ToolAnnotations": "tdk._definition",
-    "ToolResult": "tdk._result",
-    "Tool": "tdk._tool",
-    "tool": "tdk._tool",
-    "Toolkit": "tdk._toolkit",
+    "ToolDefinition": "tdk._define.definition",
+    "ToolAnnotations": "tdk._define.definition",
+    "ToolResult": "tdk._execution.result",
+    "Tool": "tdk._define.tool",
+    "tool": "tdk._define.tool",
+    "Toolkit": "tdk._define.toolkit",
     **dict.fromkeys(
         (
             "Bulkhead",

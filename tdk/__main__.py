@@ -13,7 +13,7 @@ A target is a ``.py`` file or a package directory (``Toolkit.from_path``; a targ
 Every broken tool of the module is reported, not only the first. For a path, the folder holding
 the top-level module is first on ``sys.path`` while the command runs, as for a script. What the
 module does to the process while imported (a fork, ``os._exit()``, a signal ignored) does not
-change what the command does (``tdk._process``). Exit status: 0 on success, 1 when the toolkit
+change what the command does (``tdk._cli.process``). Exit status: 0 on success, 1 when the toolkit
 cannot be loaded or the call failed, 2 for a usage error (a ``tdk serve --http --host`` that is
 not loopback, without ``--allow-unauthenticated``, included).
 """
@@ -31,16 +31,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from tdk._context import ToolContext
-from tdk._execute import checked_seconds
-from tdk._loop import run_in_new_loop
-from tdk._process import can_supervise, import_guard, supervised
-from tdk._redact import redact_text
-from tdk._seconds import shown
-from tdk._serving import DEFAULT_DEADLINE, host_refusal, serve_command, serving_packages
-from tdk._streams import streams_aside
-from tdk._tool import collect_definition_errors
-from tdk._toolkit import Toolkit, import_root
+from tdk._cli.process import can_supervise, import_guard, supervised
+from tdk._cli.serving import DEFAULT_DEADLINE, host_refusal, serve_command, serving_packages
+from tdk._cli.streams import streams_aside
+from tdk._define.tool import collect_definition_errors
+from tdk._define.toolkit import Toolkit, import_root
+from tdk._execution.context import ToolContext
+from tdk._execution.execute import checked_seconds
+from tdk._execution.loop import run_in_new_loop
+from tdk._execution.seconds import shown
+from tdk._failures.redact import redact_text
 from tdk.errors import ToolError, ToolkitLoadError
 
 __all__ = ["main"]
@@ -228,7 +228,7 @@ def _run_context(toolkit: Toolkit, name: str, given: list[str]) -> ToolContext:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tdk`` command with ``argv`` (default: the process's arguments, and then the
     command is the process's own: ``check``, ``schema`` and ``run`` are supervised, and
-    ``serve`` may end the process when it is done; see ``tdk._process``)."""
+    ``serve`` may end the process when it is done; see ``tdk._cli.process``)."""
     parser, run, serve = _parser()
     options = parser.parse_args(argv)
     if options.command == "run" and not _is_text(options.arguments):

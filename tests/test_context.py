@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tdk import ToolContext, tool
-from tdk._context import secret_values
+from tdk._execution.context import secret_values
 from tdk.errors import ErrorCategory, ErrorKind, ToolRequirementError
 
 TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"

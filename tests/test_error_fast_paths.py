@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from tdk import tool
 from tdk._failures.details import json_safe, json_safe_mapping, redact_json
-from tdk._redact import REDACTED
+from tdk._failures.redact import REDACTED
 from tdk.errors import ErrorKind
 
 TOKEN = "sk-" + "a" * 24

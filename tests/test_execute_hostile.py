@@ -612,7 +612,7 @@ def test_sync_tools_calling_sync_tools_never_deadlock(from_helpers: bool) -> Non
     """Sync tools taking every thread of tdk's pool at once, each calling another sync tool
     with ``run_sync()`` (from its own thread, or from threads it starts): every call returns
     (a thread blocked on the calls it made lends a place for them)."""
-    from tdk._threads import _POOL
+    from tdk._execution.threads import _POOL
 
     callers = _POOL.max_workers
     all_started = threading.Barrier(callers, timeout=10)

@@ -16,7 +16,7 @@ from _http_server import SESSION, serve
 
 import tdk.http
 from tdk import Tool, ToolContext, tool
-from tdk._redact import call_secrets, end_call_secrets, redact_text
+from tdk._failures.redact import call_secrets, end_call_secrets, redact_text
 from tdk.errors import ErrorKind, UpstreamAuthError, UpstreamNotFoundError
 from tdk.http import RedactingLogFilter
 

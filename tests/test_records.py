@@ -1,6 +1,7 @@
 """Results and errors that tdk makes without validating them are what validation would make.
 
-``tdk._records.maker`` skips pydantic's validation for values tdk has checked itself. Each case
+``tdk._failures.records.maker`` skips pydantic's validation for values tdk has checked
+itself. Each case
 below produces a ``ToolResult`` the way users meet one (a success, each kind of failure, a
 runner's refusal, a direct ``ErrorInfo.from_exception``) and compares it, field by field and
 type by type, with the instance pydantic validation makes from the same values.
@@ -17,7 +18,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from tdk import RateLimit, ToolContext, Toolkit, ToolResult, ToolRunner, tool
-from tdk._records import maker
+from tdk._failures.records import maker
 from tdk.errors import ErrorInfo, RetryableToolError, UpstreamRateLimitError
 
 REQUEST = httpx.Request("GET", "https://api.example.com/v1/items?api_key=s3cr3t-value")

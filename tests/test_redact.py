@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tdk._redact import REDACTED, call_secrets, end_call_secrets, redact_text, redact_url
+from tdk._failures.redact import REDACTED, call_secrets, end_call_secrets, redact_text, redact_url
 
 
 @pytest.mark.parametrize(

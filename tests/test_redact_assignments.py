@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tdk._redact import (
+from tdk._failures.redact import (
     _HEADER_VALUE,
     _QUERY_VALUE,
     REDACTED,

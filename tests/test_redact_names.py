@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tdk._redact import REDACTED, credential_key, credential_name, redact_text
+from tdk._failures.redact import REDACTED, credential_key, credential_name, redact_text
 
 LOOK_LIKE_CREDENTIALS = [
     "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key",

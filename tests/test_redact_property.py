@@ -12,7 +12,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tdk._redact import redact_text, redact_url
+from tdk._failures.redact import redact_text, redact_url
 
 SIZE = 65_536
 

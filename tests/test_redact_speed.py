@@ -24,7 +24,7 @@ import pytest
 from _linear import assert_linear
 
 from tdk import ToolContext, tool
-from tdk._redact import REDACTED, redact_text, redact_url
+from tdk._failures.redact import REDACTED, redact_text, redact_url
 from tdk.http._classify import request_secrets
 
 SIZE = 65_536

@@ -195,7 +195,7 @@ def test_the_graph_sees_imports_inside_functions() -> None:
     assert "tdk._failures.httpx_rows" in _imports("tdk._failures.table")
     assert "tdk.http._classify" in _imports("tdk._failures.foreign")
     assert "tdk.http" in _imports("tdk._failures.foreign")  # (its package runs first)
-    assert {"tdk._tool", "tdk.errors", "tdk._failures.link"} <= _imports("tdk")
+    assert {"tdk._define.tool", "tdk.errors", "tdk._failures.link"} <= _imports("tdk")
     assert "tdk.runner._redis" in _imports("tdk.runner")
 
 
@@ -235,7 +235,7 @@ def test_the_import_graph_has_no_circle() -> None:
 def test_the_http_hook_needs_nothing_of_the_error_pipeline() -> None:
     """The dependency between the mapping table and the classifier points one way: the
     httpx rows use ``tdk.http``; ``tdk.http`` reaches no module of the pipeline but the list of
-    hidden characters (which imports nothing)."""
+    hidden characters and the redaction of secrets (two leaves: they import nothing)."""
     reached: set[str] = set()
     todo = [name for name in MODULES if name.startswith("tdk.http")]
     graph = _graph()
@@ -247,7 +247,10 @@ def test_the_http_hook_needs_nothing_of_the_error_pipeline() -> None:
     assert {name for name in reached if name.startswith("tdk._failures")} == {
         "tdk._failures",
         "tdk._failures.hidden",
+        "tdk._failures.redact",
     }
+    assert not graph["tdk._failures.hidden"]
+    assert not graph["tdk._failures.redact"]
 
 
 def _functions(path: Path) -> list[tuple[str, int]]:
@@ -324,7 +327,7 @@ def test_only_the_tool_module_calls_into_the_definition_phase() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tdk._define"):
                 callers.add(name)
-    assert callers == {"tdk._tool"}
+    assert callers == {"tdk._define.tool"}
 
 
 #: The verbs every host module of ``tdk.hosts`` offers, each meaning the same in every host
@@ -508,7 +511,7 @@ def _private_imports(name: str) -> list[str]:
 
 
 def test_no_module_imports_a_private_name_of_another() -> None:
-    """What modules share is named as shared (``tdk._call_scope.failed_instead``): no host
+    """What modules share is named as shared (``tdk._execution.call_scope.failed_instead``): no host
     reaches into execution, nor any module into another's privates."""
     assert [found for name in MODULES for found in _private_imports(name)] == []
 
@@ -524,14 +527,15 @@ _RESULT_MAKERS = (
 
 def test_only_the_call_scope_makes_a_result() -> None:
     """Every front door (a tool, a toolkit, the runner, a host) has its results, failures
-    above all, made by ``tdk._call_scope``: one place classifies, redacts and logs them."""
+    above all, made by ``tdk._execution.call_scope``: one place classifies, redacts and logs
+    them."""
     makers = {
         name
         for name, path in MODULES.items()
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Call) and ast.unparse(node).startswith(_RESULT_MAKERS)
     }
-    assert makers == {"tdk._call_scope"}
+    assert makers == {"tdk._execution.call_scope"}
 
 
 def test_the_runner_reports_its_decisions_only_through_its_instruments() -> None:
@@ -546,7 +550,7 @@ def test_the_runner_reports_its_decisions_only_through_its_instruments() -> None
         if name.startswith("tdk.runner.") and name != "tdk.runner._instruments"
         for node in ast.walk(ast.parse(MODULES[name].read_text()))
         if (
-            (isinstance(node, ast.ImportFrom) and node.module == "tdk._telemetry")
+            (isinstance(node, ast.ImportFrom) and node.module == "tdk._execution.telemetry")
             and reporting & {alias.name for alias in node.names}
         )
         or (

@@ -166,7 +166,7 @@ def test_a_runner_bulkhead_holds_across_threads() -> None:
 def test_a_thread_waiting_in_run_sync_lends_a_place_when_the_pool_is_full() -> None:
     """With every worker thread held by other calls, a sync tool called with ``run_sync()``
     still runs at once: the thread waiting for it lends a place of its own."""
-    from tdk._threads import _POOL
+    from tdk._execution.threads import _POOL
 
     release = threading.Event()
     holding = threading.Semaphore(0)

@@ -1,5 +1,5 @@
-"""OpenTelemetry spans and metrics of tool calls (``tdk/_telemetry.py``), read back through the
-SDK's in-memory span exporter and metric reader.
+"""OpenTelemetry spans and metrics of tool calls (``tdk/_execution/telemetry.py``), read back
+through the SDK's in-memory span exporter and metric reader.
 
 How the providers are set without leaking into the rest of the suite: OpenTelemetry lets an
 application set its global providers once per process (``set_tracer_provider`` warns and
@@ -23,7 +23,8 @@ types, every scenario would pay an interpreter start with the SDK's import, and 
 would still need the same care to prove that nothing leaks; swapping the globals in process
 is a few attribute writes, and the fixtures check on entry and on exit that the globals are
 unset. The two tests of tdk's own loading (the API missing, or keeping its providers
-elsewhere) swap ``tdk._telemetry``'s private state with ``monkeypatch``, which puts it back.
+elsewhere) swap ``tdk._execution.telemetry``'s private state with ``monkeypatch``, which puts it
+back.
 
 Tests of the runner use a fake clock and sleep (``FakeTime``): no test sleeps for real.
 """
@@ -69,7 +70,7 @@ from tdk import (
     tool,
 )
 from tdk import _telemetry as telemetry
-from tdk._execute import execute
+from tdk._execution.execute import execute
 from tdk.errors import ErrorKind, RetryableToolError, UpstreamServerError
 from tdk.hosts import mcp as tdk_mcp
 
@@ -1205,7 +1206,8 @@ def test_telemetry_is_kept_while_the_providers_stay(
 
 
 def _forget_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
-    """tdk._telemetry as before its first call (the API not loaded yet), until the test ends."""
+    """tdk._execution.telemetry as before its first call (the API not loaded yet), until the
+    test ends."""
     monkeypatch.setattr(telemetry, "_unset", None)
     monkeypatch.setattr(telemetry._Loaded, "api", telemetry._UNSET)
     monkeypatch.setattr(telemetry._Loaded, "current", None)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tdk._threads import DROPPED, FINISHED, RUNNING, WorkerThreads
+from tdk._execution.threads import DROPPED, FINISHED, RUNNING, WorkerThreads
 
 
 def _wait_until(condition: object, seconds: float = 10.0) -> None:
@@ -310,7 +310,7 @@ async def _submit(pool: WorkerThreads, call: Any) -> None:
 
 def test_run_in_new_loop_raises_what_the_call_raises() -> None:
     """tdk's loop hands back the call's own RuntimeError (it is not a stopped loop)."""
-    from tdk._loop import run_in_new_loop
+    from tdk._execution.loop import run_in_new_loop
 
     async def fails() -> None:
         raise RuntimeError("the call's own")
@@ -363,7 +363,7 @@ def test_calls_wait_for_the_threads_there_are_when_no_more_can_start() -> None:
         import asyncio, resource, threading
         from typing import Annotated
         from tdk import tool
-        from tdk._threads import _POOL
+        from tdk._execution.threads import _POOL
 
         @tool
         def leaf(x: Annotated[int, "A number."]) -> int:
@@ -405,7 +405,7 @@ def test_calls_wait_for_the_threads_there_are_when_no_more_can_start() -> None:
 
 def test_run_in_new_loop_hands_back_what_a_thread_raises() -> None:
     """In tdk's own loop, ``asyncio.to_thread`` returns and raises as usual."""
-    from tdk._loop import run_in_new_loop
+    from tdk._execution.loop import run_in_new_loop
 
     def fails() -> None:
         raise LookupError("from the thread")
@@ -421,7 +421,7 @@ def test_run_in_new_loop_hands_back_what_a_thread_raises() -> None:
 def _in_a_new_loop_within(body: Any, seconds: float = 10.0) -> Any:
     """``run_in_new_loop(body.run({}))`` (as ``tdk run`` runs its call), in a thread that
     must return within ``seconds``."""
-    from tdk._loop import run_in_new_loop
+    from tdk._execution.loop import run_in_new_loop
 
     outcome: list[Any] = []
     thread = threading.Thread(

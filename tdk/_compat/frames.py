@@ -1,7 +1,7 @@
 """The frame that called a function (``sys._getframe``), for ``@tool``'s forward references.
 
 ``@tool`` resolves the annotations of a function defined in another function in the names of
-that function (its frame's locals), and :func:`tdk._tool.collect_definition_errors` names the
+that function (its frame's locals), and :func:`tdk._define.tool.collect_definition_errors` names the
 modules being imported when a definition failed (the frames above it).
 """
 

@@ -4,7 +4,7 @@ A model instance validated from complete values holds exactly four things: its `
 (every field, in declaration order) and the three attributes pydantic documents on every
 model, ``__pydantic_fields_set__``, ``__pydantic_extra__`` and ``__pydantic_private__``.
 ``BaseModel`` keeps the four in slots; setting them through the slots' own descriptors makes
-the same instance as validation, without validating again (``tdk._records`` says when that
+the same instance as validation, without validating again (``tdk._failures.records`` says when that
 is allowed), and faster than ``model_construct``, which walks every field in Python.
 """
 

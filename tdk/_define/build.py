@@ -8,7 +8,7 @@ given to ``@tool`` (:mod:`tdk._define.options`), the function itself, its parame
 (whose ``TypeAdapter`` and JSON Schema come from :mod:`tdk._define.schema`). Every problem
 found on the way is collected in one list; if there is any, they are all raised in one
 :class:`~tdk.errors.ToolDefinitionError` (:mod:`tdk._define.problems`). The result is a
-public :class:`~tdk.ToolDefinition` and the internal :class:`~tdk._definition.ToolSpec` that
+public :class:`~tdk.ToolDefinition` and the internal :class:`~tdk._define.definition.ToolSpec` that
 execution reads on every call.
 """
 
@@ -21,6 +21,13 @@ from typing import Any, Final, NamedTuple, NoReturn, cast
 
 from pydantic import TypeAdapter
 
+from tdk._define.definition import (
+    DEFAULT_ANNOTATIONS,
+    NO_REQUIREMENTS,
+    ToolDefinition,
+    ToolRequirements,
+    ToolSpec,
+)
 from tdk._define.docstrings import parse_docstring
 from tdk._define.options import (
     MARKS,
@@ -44,13 +51,6 @@ from tdk._define.problems import (
 )
 from tdk._define.schema import core_may_hold_numbers, may_hold_numbers, output_adapter, output_extra
 from tdk._define.signature import Parameters, resolve_hints, unresolved, unresolved_hint
-from tdk._definition import (
-    DEFAULT_ANNOTATIONS,
-    NO_REQUIREMENTS,
-    ToolDefinition,
-    ToolRequirements,
-    ToolSpec,
-)
 
 #: The fields-set every definition built by ``@tool`` shares (all fields are given). Sharing
 #: is safe because definitions are frozen and ``model_copy`` copies the set before updating

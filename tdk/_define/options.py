@@ -12,10 +12,10 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from tdk._define.definition import ToolAnnotations
 from tdk._define.docstrings import Doc
 from tdk._define.problems import ProblemKind, Problems, quote
-from tdk._definition import ToolAnnotations
-from tdk._seconds import finite
+from tdk._execution.seconds import finite
 
 #: The rule for tool names shared by OpenAI, Anthropic and MCP hosts.
 TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")

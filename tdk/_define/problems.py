@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, NamedTuple, NoReturn, get_args, get_or
 
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError
 
-from tdk._seconds import shown
+from tdk._execution.seconds import shown
 from tdk.errors import ToolDefinitionError, ToolInputSchemaError, ToolOutputSchemaError
 
 #: The fix for a type pydantic cannot validate, serialise or describe.

@@ -30,7 +30,6 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from tdk._context import ToolContext
 from tdk._define.docstrings import Doc
 from tdk._define.problems import (
     TYPE_HINT,
@@ -47,6 +46,7 @@ from tdk._define.schema import (
     model_field_name,
     render_input_schema,
 )
+from tdk._execution.context import ToolContext
 
 
 def resolve_hints(

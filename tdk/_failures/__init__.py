@@ -26,6 +26,10 @@ and redacted -> ``ErrorInfo``. The modules, and what each uses (dotted: loaded o
 - :mod:`~tdk._failures.log_line`: an error as one line for operators.
 - :mod:`~tdk._failures.hidden`: the characters no text tdk shows may carry raw.
 - :mod:`~tdk._failures.link`: hands ``tdk.errors`` what it delegates to this package.
+- :mod:`~tdk._failures.redact`: the one place that knows what a secret looks like; every
+  text above, and every log line of tdk, goes through it.
+- :mod:`~tdk._failures.records`: results and errors made from values already checked,
+  without validating them again.
 
 ``tdk.errors`` imports no tdk module: :meth:`ErrorInfo.from_exception
 <tdk.errors.ErrorInfo.from_exception>`, ``from_error_string``, ``to_log_line`` and the

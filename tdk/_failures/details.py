@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar, cast
 
-from tdk._redact import REDACTED, credential_key, redact_text
+from tdk._failures.redact import REDACTED, credential_key, redact_text
 
 __all__ = ["clean_details", "json_safe", "json_safe_mapping", "redact_json"]
 

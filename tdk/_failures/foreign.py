@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from tdk._redact import SECRET_HEADER_NAMES, redact_text, redact_url
+from tdk._failures.redact import SECRET_HEADER_NAMES, redact_text, redact_url
 from tdk.errors import MAX_DEVELOPER_MESSAGE_CHARS
 
 __all__ = ["HTTPX_MODULES", "describe", "request_carried_by", "root_module", "scrub_requests"]

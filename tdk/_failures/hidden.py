@@ -1,8 +1,8 @@
 """The characters that hide, reorder or split text, which no text tdk shows may carry raw.
 
 Log lines escape them (:mod:`tdk._failures.log_line`), and the upstream texts an error quotes
-(:mod:`tdk.http._body`) and span attributes (:mod:`tdk._telemetry`) replace them. This module
-imports nothing: everything that cleans text reads the one list here.
+(:mod:`tdk.http._body`) and span attributes (:mod:`tdk._execution.telemetry`) replace them. This
+module imports nothing: everything that cleans text reads the one list here.
 """
 
 from __future__ import annotations

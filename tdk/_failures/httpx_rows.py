@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from tdk._exchanges import never_sent
+from tdk._execution.exchanges import never_sent
 from tdk._failures.foreign import describe, request_carried_by
 from tdk._failures.mapped import Build, Mapped
-from tdk._redact import redact_url
+from tdk._failures.redact import redact_url
 from tdk.errors import (
     MAX_SAFE_INT,
     ErrorKind,
@@ -43,7 +43,7 @@ _K = ErrorKind
 def _network(kind: ErrorKind, message: str) -> Build:
     """A row for a transport error. One raised before the request left (connecting,
     resolving the name, waiting for a connection of the pool, an unsupported scheme: see
-    :data:`tdk._exchanges.NOT_SENT`) says ``request_sent: False`` in its ``details``, so
+    :data:`tdk._execution.exchanges.NOT_SENT`) says ``request_sent: False`` in its ``details``, so
     that a write may be retried after it."""
 
     def build(exc: BaseException, secrets: Iterable[str]) -> Mapped:

@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from tdk._failures.details import clean_details, redact_json
 from tdk._failures.foreign import scrub_requests
+from tdk._failures.records import maker
+from tdk._failures.redact import redact_text
 from tdk._failures.table import map_foreign
-from tdk._records import maker
-from tdk._redact import redact_text
 from tdk.errors import (
     DEFAULT_MAX_RETRY_ATTEMPTS,
     MAX_DEVELOPER_MESSAGE_CHARS,

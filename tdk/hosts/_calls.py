@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tdk._call import ToolCall
-from tdk._redact import encodable
-from tdk._result import ToolResult
+from tdk._execution.call import ToolCall
+from tdk._execution.result import ToolResult
+from tdk._failures.redact import encodable
 
 __all__ = [
     "answered_id",

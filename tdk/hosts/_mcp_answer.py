@@ -18,10 +18,10 @@ from typing import Any, Final
 from mcp import types
 from pydantic_core import from_json, to_json
 
-from tdk._call_scope import failed_instead
+from tdk._execution.call_scope import failed_instead
+from tdk._execution.model_text import error_fields, sendable
+from tdk._execution.result import ToolResult
 from tdk._failures.info import make_error_info
-from tdk._model_text import error_fields, sendable
-from tdk._result import ToolResult
 from tdk.errors import ToolOutputError
 
 __all__ = ["MAX_VALUE_DEPTH", "READABLE_DEPTH", "answer"]

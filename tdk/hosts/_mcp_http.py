@@ -25,7 +25,7 @@ from typing import Any, Final
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from tdk._addresses import Listening, listening_address
+from tdk._cli.addresses import Listening, listening_address
 
 __all__ = ["security", "serve_http"]
 

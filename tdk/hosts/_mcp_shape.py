@@ -11,7 +11,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
-from tdk._definition import ToolDefinition
+from tdk._define.definition import ToolDefinition
 from tdk.hosts._source import description_of
 
 __all__ = ["mcp_tool", "output_is_wrapped"]

@@ -28,9 +28,9 @@ from mcp_types import INVALID_PARAMS
 from opentelemetry import propagate
 from pydantic import ValidationError
 
-from tdk._context import ToolContext, secrets_of
-from tdk._telemetry import active, attribute_text
-from tdk._toolkit import Toolkit
+from tdk._define.toolkit import Toolkit
+from tdk._execution.context import ToolContext, secrets_of
+from tdk._execution.telemetry import active, attribute_text
 
 __all__ = ["ServerSpans"]
 

@@ -45,8 +45,8 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
-from tdk._served_streams import protocol_streams
-from tdk._streams import on_descriptor
+from tdk._cli.served_streams import protocol_streams
+from tdk._cli.streams import on_descriptor
 from tdk.hosts._mcp_load import Load
 from tdk.hosts._mcp_pending import Pending
 from tdk.hosts._mcp_refusal import refusal, too_long
@@ -224,7 +224,7 @@ def _encoded(message: Any) -> bytes:
 @contextlib.contextmanager
 def _protocol_ends() -> Iterator[tuple[IO[bytes], IO[bytes]]]:
     """The protocol's input and output while the block runs: those ``tdk serve`` reserved
-    for the whole life of the server (see :mod:`tdk._served_streams`: the end of their input
+    for the whole life of the server (see :mod:`tdk._cli.served_streams`: the end of their input
     is the host leaving), else stdin and stdout, claimed for the block."""
     reserved = protocol_streams()
     if reserved is not None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeAlias
 
-from tdk._definition import ToolDefinition
-from tdk._tool import Tool
-from tdk._toolkit import Toolkit
+from tdk._define.definition import ToolDefinition
+from tdk._define.tool import Tool
+from tdk._define.toolkit import Toolkit
 
 __all__ = ["Source", "description_of", "rendered"]
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any, Final
 
-from tdk._definition import ToolDefinition
+from tdk._define.definition import ToolDefinition
 
 __all__ = ["strict_schema"]
 

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from copy import deepcopy
 from typing import Any
 
-from tdk._call import ToolCall
-from tdk._definition import ToolDefinition
-from tdk._result import ToolResult
+from tdk._define.definition import ToolDefinition
+from tdk._execution.call import ToolCall
+from tdk._execution.result import ToolResult
 from tdk.hosts._calls import (
     answered_id,
     items_of,

@@ -56,15 +56,15 @@ except ImportError as missing:  # pragma: no cover - the extra is part of the te
 from pydantic_core import PydanticSerializationError, to_json
 
 from tdk import __version__
-from tdk._call_scope import failure_result, shown_name
+from tdk._cli.streams import flush_stdout
 from tdk._compat.mcp_streams import ReadStream, WriteStream
-from tdk._context import ToolContext
-from tdk._definition import ToolDefinition
-from tdk._model_text import utf8_copy
-from tdk._result import ToolResult
-from tdk._streams import flush_stdout
-from tdk._tool import Tool
-from tdk._toolkit import Toolkit
+from tdk._define.definition import ToolDefinition
+from tdk._define.tool import Tool
+from tdk._define.toolkit import Toolkit
+from tdk._execution.call_scope import failure_result, shown_name
+from tdk._execution.context import ToolContext
+from tdk._execution.model_text import utf8_copy
+from tdk._execution.result import ToolResult
 from tdk.errors import FatalToolError
 from tdk.hosts._mcp_answer import answer
 from tdk.hosts._mcp_http import serve_http

@@ -27,7 +27,7 @@ from urllib.parse import unquote_plus
 
 import httpx
 
-from tdk._redact import (
+from tdk._failures.redact import (
     SECRET_HEADER_NAMES,
     SECRET_QUERY_NAMES,
     SHORTEST_INFERRED_SECRET,
@@ -294,7 +294,7 @@ def request_secrets(request: httpx.Request | None) -> list[str]:
     """The credentials a request carried, to be scrubbed by exact value from every text.
 
     Values of the headers whose names look like a credential's
-    (:func:`~tdk._redact.credential_name`: ``Authorization``, ``X-RapidAPI-Key``,
+    (:func:`~tdk._failures.redact.credential_name`: ``Authorization``, ``X-RapidAPI-Key``,
     ``X-Vault-Token``...): whole, the token after the scheme, the decoded ``Basic`` pair, each
     cookie value. The URL's userinfo, and the values of credential query parameters (decoded
     and raw). A value that only the rule marks (not ``SECRET_HEADER_NAMES`` or
@@ -372,7 +372,7 @@ def _really_rate_limit(
 
 
 def redacted_url(url: httpx.URL, secrets: Sequence[str]) -> str:
-    """``url`` as :func:`~tdk._redact.redact_url` shows it: no userinfo; the values of
+    """``url`` as :func:`~tdk._failures.redact.redact_url` shows it: no userinfo; the values of
     credential parameters, token shapes and ``secrets`` replaced, wherever they are."""
     return redact_url(str(url), secrets)
 

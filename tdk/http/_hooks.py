@@ -29,8 +29,8 @@ from typing import Any, Final, Protocol, TypeVar
 import httpx
 
 from tdk._compat.httpx_auth import FUNCTION_AUTH
-from tdk._exchanges import NOTING, note_failure, note_refusal, note_response, note_sending
-from tdk._redact import call_secrets, end_call_secrets
+from tdk._execution.exchanges import NOTING, note_failure, note_refusal, note_response, note_sending
+from tdk._failures.redact import call_secrets, end_call_secrets
 from tdk.errors import ErrorCategory, UpstreamError
 from tdk.http._body import (
     DEFAULT_MAX_BODY_BYTES,
@@ -47,7 +47,7 @@ from tdk.http._retry_after import DEFAULT_MAX_RETRY_AFTER_MS
 _LOG: Final = logging.getLogger("tdk.http")
 
 # From now on the hooks may note a call's requests: execution watches the calls of tools that
-# may write (see tdk._exchanges).
+# may write (see tdk._execution.exchanges).
 NOTING.on = True
 
 EventHook = Callable[..., Any]
@@ -197,7 +197,7 @@ class UpstreamHook:
         client's ``send`` is wrapped so that auth flows work and streamed bodies stay unread
         (see the module docstring). A ``request`` hook and the wrapped ``send`` note each
         request that may have reached the upstream, for a runner deciding whether a write may
-        be repeated (see :mod:`tdk._exchanges`). The ``httpx`` logger gets a
+        be repeated (see :mod:`tdk._execution.exchanges`). The ``httpx`` logger gets a
         :class:`RedactingLogFilter` (see :func:`redact_httpx_logs`): its INFO line carries
         every request's whole URL.
         """
@@ -258,7 +258,7 @@ class UpstreamHook:
 
 def _noted(error: UpstreamError, response: httpx.Response) -> UpstreamError:
     """``error``, the classification of ``response``; a rate limit is noted as a request
-    the upstream refused (it did nothing: see :mod:`tdk._exchanges`)."""
+    the upstream refused (it did nothing: see :mod:`tdk._execution.exchanges`)."""
     if error.category is ErrorCategory.RATE_LIMIT:
         note_refusal(response)
     return error

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from tdk._redact import redact_text, redact_url
+from tdk._failures.redact import redact_text, redact_url
 
 #: Class names of the URL objects whose whole text is redacted as a URL (httpx and httpx2).
 _URL_TYPES: Final = frozenset({"URL"})
@@ -23,8 +23,8 @@ class RedactingLogFilter(logging.Filter):
     """A logging filter that redacts a record's message as tdk redacts its own texts.
 
     URL arguments (``httpx.URL``, as httpx passes the request's URL) lose their userinfo and
-    the values of credential parameters (see :func:`~tdk._redact.redact_url`); the rest of the
-    message loses credentials by position, token shapes and the running call's secrets. The
+    the values of credential parameters (see :func:`~tdk._failures.redact.redact_url`); the rest of
+    the message loses credentials by position, token shapes and the running call's secrets. The
     message is formatted once, here, and stored redacted (``record.args`` becomes None). A
     traceback is rendered here with the default formatting and stored redacted as
     ``exc_text``, which logging's formatters print instead of rendering ``exc_info`` again;

@@ -10,7 +10,7 @@ default :class:`InMemoryStore` serves one process; :class:`RedisStore` (extra
 
 from typing import TYPE_CHECKING
 
-from tdk._call import ToolCall
+from tdk._execution.call import ToolCall
 from tdk.runner._breaker import CircuitState
 from tdk.runner._config import Policies
 from tdk.runner._policies import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy

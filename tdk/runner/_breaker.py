@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from tdk._result import ToolResult
+from tdk._execution.result import ToolResult
 from tdk.errors import ErrorCategory
 from tdk.runner._policies import CircuitBreaker
 

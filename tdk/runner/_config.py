@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
-from tdk._default import DEFAULT
+from tdk._execution.default import DEFAULT
 from tdk.runner._policies import (
     Bulkhead,
     CircuitBreaker,

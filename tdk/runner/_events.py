@@ -6,7 +6,7 @@ to its instruments (as stamina's ``RetryHook`` and Trio's ``Instrument`` hear th
 log records (:class:`~tdk.runner._instruments.LogLines`) and OpenTelemetry events and metrics
 (:class:`~tdk.runner._instruments.OtelEvents`) are two instruments, subscribed by default.
 Nothing is emitted on the way of a call that succeeds at once: its span and its result are
-the call scope's (:mod:`tdk._call_scope`).
+the call scope's (:mod:`tdk._execution.call_scope`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from tdk._context import ToolContext
+from tdk._execution.context import ToolContext
 from tdk.errors import ErrorInfo, ErrorKind
 from tdk.runner._breaker import CircuitState
 

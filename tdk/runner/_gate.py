@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from tdk._context import ToolContext
-from tdk._result import ToolResult
+from tdk._execution.context import ToolContext
+from tdk._execution.result import ToolResult
 from tdk.errors import ErrorKind, ToolError
 from tdk.runner._breaker import (
     NEUTRAL,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from tdk._call_scope import logged_call_id
-from tdk._context import secrets_of
-from tdk._telemetry import circuit_changed, counted, event
+from tdk._execution.call_scope import logged_call_id
+from tdk._execution.context import secrets_of
+from tdk._execution.telemetry import circuit_changed, counted, event
 from tdk.runner._breaker import CircuitState
 from tdk.runner._events import (
     CircuitChanged,

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from tdk._context import ToolContext
-from tdk._default import DEFAULT, Default
-from tdk._tool import Tool
-from tdk._toolkit import Toolkit
+from tdk._define.tool import Tool
+from tdk._define.toolkit import Toolkit
+from tdk._execution.context import ToolContext
+from tdk._execution.default import DEFAULT, Default
 from tdk.errors import ToolError, ToolNotFoundError
 from tdk.runner._breaker import Circuit, CircuitState
 from tdk.runner._bulkhead import Compartment
@@ -69,7 +69,7 @@ class Plan:
     repeatable: bool
     """Whether the tool is read-only or idempotent: any retryable failure may be retried.
     Otherwise only failures where the upstream certainly did not act are; and the requests
-    each attempt sends are noted (see :mod:`tdk._exchanges`) to tell which."""
+    each attempt sends are noted (see :mod:`tdk._execution.exchanges`) to tell which."""
     attempts_allowed: int
     """Attempts a call may make at most (its retry policy's ``max_attempts``; 1 without),
     as log lines count them: "attempt 2 of 3"."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import Final
 
-from tdk._seconds import finite, shown
+from tdk._execution.seconds import finite, shown
 from tdk.errors import ErrorCategory
 from tdk.runner._scopes import check_scope
 

@@ -44,7 +44,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal, TypeVar, cast
 
-from tdk._redact import encodable, redact_text
+from tdk._failures.redact import encodable, redact_text
 from tdk.runner._breaker import (
     FAILURE,
     NEUTRAL,

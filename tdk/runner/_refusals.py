@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tdk._call_scope import failure_result
-from tdk._context import ToolContext
-from tdk._result import ToolResult
+from tdk._execution.call_scope import failure_result
+from tdk._execution.context import ToolContext
+from tdk._execution.result import ToolResult
 from tdk.errors import (
     ToolBulkheadFullError,
     ToolCircuitOpenError,

@@ -4,9 +4,9 @@ For each attempt: the deadline cuts its time limit (:mod:`tdk.runner._deadline`)
 limiter admits it (:mod:`tdk.runner._admission`), the tool runs (``execute``, traced), and the
 circuit hears how it ended (:mod:`tdk.runner._gate`). After a failure, :meth:`Attempts._decide`
 gives the wait before the next attempt, or why there is none: an error not to retry, a write
-that may have happened (the rule of :mod:`tdk._writes`, the same with or without a runner),
-attempts used up, a circuit this attempt opened, a deadline the wait would pass. The wait is
-slept, the bodies of earlier attempts still running are waited for (a retry never overlaps
+that may have happened (the rule of :mod:`tdk._execution.writes`, the same with or without a
+runner), attempts used up, a circuit this attempt opened, a deadline the wait would pass. The
+wait is slept, the bodies of earlier attempts still running are waited for (a retry never overlaps
 them), and the circuit is asked again. A retry that cannot run gives the last failure back,
 with ``error.details["retry_stopped"]`` saying why.
 """
@@ -17,15 +17,15 @@ from collections.abc import Awaitable, Callable, Coroutine
 from time import perf_counter
 from typing import Any, Final
 
-from tdk._arguments import Arguments
-from tdk._context import ToolContext
-from tdk._default import Default
-from tdk._exchanges import Exchanges
-from tdk._execute import execute
-from tdk._result import ToolResult
-from tdk._telemetry import traced_attempt
-from tdk._threads import Job
-from tdk._writes import may_have_acted, not_repeated
+from tdk._execution.arguments import Arguments
+from tdk._execution.context import ToolContext
+from tdk._execution.default import Default
+from tdk._execution.exchanges import Exchanges
+from tdk._execution.execute import execute
+from tdk._execution.result import ToolResult
+from tdk._execution.telemetry import traced_attempt
+from tdk._execution.threads import Job
+from tdk._execution.writes import may_have_acted, not_repeated
 from tdk.errors import ErrorInfo, ErrorKind, ToolError
 from tdk.runner._admission import CIRCUIT_OPENED, Admission
 from tdk.runner._breaker import CircuitState
@@ -237,7 +237,7 @@ class Attempts:
         if not plan.repeatable and may_have_acted(error, exchanges):
             # A write may have happened: repeating it is the caller's decision, not ours (nor
             # the model's, unaware: see _retries_stopped). Whatever the retry policy says. (The
-            # same rule as a call without a runner, tdk._writes: every front door agrees.)
+            # same rule as a call without a runner, tdk._execution.writes: every front door agrees.)
             self._log(call, error, "not_idempotent", None)
             return {"retry_stopped": "not_idempotent"}
         retry = plan.policies.retry

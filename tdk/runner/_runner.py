@@ -24,16 +24,16 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from time import perf_counter
 from typing import Any, Final
 
-from tdk._arguments import Arguments
-from tdk._call import ToolCall
-from tdk._call_scope import check_call_id, shown_name
-from tdk._context import ToolContext, context_of_call
-from tdk._default import DEFAULT, Default
-from tdk._definition import ToolDefinition
-from tdk._loop import refuse_running_loop, run_blocking
-from tdk._result import ToolResult
-from tdk._telemetry import active
-from tdk._toolkit import Toolkit
+from tdk._define.definition import ToolDefinition
+from tdk._define.toolkit import Toolkit
+from tdk._execution.arguments import Arguments
+from tdk._execution.call import ToolCall
+from tdk._execution.call_scope import check_call_id, shown_name
+from tdk._execution.context import ToolContext, context_of_call
+from tdk._execution.default import DEFAULT, Default
+from tdk._execution.loop import refuse_running_loop, run_blocking
+from tdk._execution.result import ToolResult
+from tdk._execution.telemetry import active
 from tdk.errors import ToolError, ToolInputError
 from tdk.runner._admission import Admission
 from tdk.runner._breaker import CircuitState

@@ -12,7 +12,7 @@ import hashlib
 import string
 from typing import Final
 
-from tdk._context import ToolContext
+from tdk._execution.context import ToolContext
 
 __all__ = [
     "MAX_SCOPE_VALUE",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tdk._threads import Job
+from tdk._execution.threads import Job
 from tdk.errors import ErrorKind, ToolError
 from tdk.runner._bulkhead import Compartment, take_slots
 from tdk.runner._deadline import Deadline

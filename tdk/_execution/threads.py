@@ -19,7 +19,7 @@ loop's default executor:
   never waits for a place that its own wait holds, so sync tools calling sync tools never
   deadlock, and the pool grows by one thread per such waiting body at most. A thread that
   runs its calls' event loop itself says so with :func:`blocking`; a thread whose call runs
-  on tdk's own loop (:mod:`tdk._loop`) hands that loop a :func:`waiting_context`, so the
+  on tdk's own loop (:mod:`tdk._execution.loop`) hands that loop a :func:`waiting_context`, so the
   jobs its call submits there lend the place of the thread that waits for them.
 """
 

@@ -35,10 +35,10 @@ from types import SimpleNamespace
 from typing import Any, Final
 
 from tdk._compat.otel_globals import stand_in_meters, unset_check
-from tdk._context import ToolContext, secrets_of
+from tdk._execution.context import ToolContext, secrets_of
+from tdk._execution.result import ToolResult
 from tdk._failures.hidden import HIDDEN_CHARACTERS
-from tdk._redact import redact_text
-from tdk._result import ToolResult
+from tdk._failures.redact import redact_text
 from tdk.errors import ErrorKind
 
 __all__ = [

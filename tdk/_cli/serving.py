@@ -2,7 +2,7 @@
 
 The target is loaded after the server's own packages (so that a tool file named ``mcp.py``
 or ``uvicorn.py`` is reported as the name clash it is, not as a missing package), inside the
-server's streams (``tdk._served_streams``), which hold from before the import until the
+server's streams (``tdk._cli.served_streams``), which hold from before the import until the
 server has ended: over stdio the protocol has stdout to itself, and nothing the server or the
 tools write can block it on a stderr that nobody reads.
 
@@ -28,12 +28,12 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Final
 
-from tdk._addresses import reach_of, unbracketed
-from tdk._loop import run_in_new_loop
-from tdk._process import THREADS_GRACE, threads_held
-from tdk._served_streams import ServedStreams, served_streams
-from tdk._streams import flush_stdout
-from tdk._toolkit import Toolkit
+from tdk._cli.addresses import reach_of, unbracketed
+from tdk._cli.process import THREADS_GRACE, threads_held
+from tdk._cli.served_streams import ServedStreams, served_streams
+from tdk._cli.streams import flush_stdout
+from tdk._define.toolkit import Toolkit
+from tdk._execution.loop import run_in_new_loop
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -245,7 +245,7 @@ async def _until_signalled(
 
 @contextlib.contextmanager
 def _logging_to(streams: ServedStreams) -> Iterator[None]:
-    """Failures logged one line each on stderr (never blocking: see ``tdk._drain``) while
+    """Failures logged one line each on stderr (never blocking: see ``tdk._cli.drain``) while
     the block runs, unless the application has configured logging itself."""
     root = logging.getLogger()
     if root.handlers:

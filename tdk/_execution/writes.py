@@ -4,8 +4,8 @@ for certain that nothing happened, and what its result tells the model when it d
 A tool that is neither read-only nor idempotent may have acted before it failed, unless its
 error says the upstream certainly did not (a rate limit; a connection that failed before its
 request left) and no other request of the attempt may have reached an upstream (what tdk's
-HTTP hooks noted while it ran, see :mod:`tdk._exchanges`). A failure that may have acted is
-not repeated by a runner, and is not offered to the model as retryable either (it would send
+HTTP hooks noted while it ran, see :mod:`tdk._execution.exchanges`). A failure that may have acted
+is not repeated by a runner, and is not offered to the model as retryable either (it would send
 the duplicate itself): its result says ``retryable: false`` and tells the model to check
 first. The rule is the same wherever a call runs: ``tool.run()``, ``toolkit.run()``,
 ``run_sync()``, ``tdk run``, a host's loop, a runner's attempt.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tdk._exchanges import Exchanges
+from tdk._execution.exchanges import Exchanges
 from tdk.errors import ErrorCategory, ErrorInfo, ErrorKind
 
 __all__ = ["MAY_HAVE_ACTED", "may_have_acted", "not_repeated", "upstream_did_not_act"]

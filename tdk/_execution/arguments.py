@@ -15,11 +15,11 @@ from pydantic_core import ErrorDetails, InitErrorDetails, PydanticKnownError, Py
 from pydantic_core.core_schema import ErrorType
 
 from tdk._failures.info import make_error_info
-from tdk._redact import redact_text
+from tdk._failures.redact import redact_text
 from tdk.errors import ErrorInfo, ToolInputError
 
 if TYPE_CHECKING:
-    from tdk._definition import ToolSpec
+    from tdk._define.definition import ToolSpec
 
 Arguments = Mapping[str, Any] | str | bytes | None
 """What a model sends: a mapping, or a JSON object as text. None and blank text mean ``{}``."""

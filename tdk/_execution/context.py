@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import quote, quote_plus
 
-from tdk._redact import SHORTEST_EXACT_SECRET
+from tdk._failures.redact import SHORTEST_EXACT_SECRET
 from tdk.errors import ToolRequirementError
 
 __all__ = ["ToolContext"]

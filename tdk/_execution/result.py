@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tdk._model_text import error_text, value_text
+from tdk._execution.model_text import error_text, value_text
 from tdk.errors import ErrorCategory, ErrorInfo, ErrorKind
 
 

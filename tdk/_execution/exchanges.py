@@ -2,7 +2,7 @@
 
 A failure of a tool that may write is repeatable (by a runner, or offered as retryable to
 the model) only where the upstream certainly did not act: a rate limit (the upstream
-refused), or a connection that failed before its request left (see :mod:`tdk._writes`).
+refused), or a connection that failed before its request left (see :mod:`tdk._execution.writes`).
 That is only certain when no other request of the same attempt may have reached an
 upstream: a write whose answer timed out, a redirect followed, a request still in flight
 beside the one that failed. tdk's HTTP hooks note each request here, and execution asks.

@@ -2,7 +2,7 @@
 
 ``tdk schema`` and ``tdk run`` write one JSON document on stdout: what a tool module prints
 while it is imported, and a tool while it runs, must go elsewhere. (``tdk serve`` keeps its
-streams aside for its whole life: see ``tdk._served_streams``.)
+streams aside for its whole life: see ``tdk._cli.served_streams``.)
 
 :func:`streams_aside` points file descriptor 1 at stderr for the block (what C code and child
 processes write), and makes ``sys.stdout`` a stream of the block's own on stderr's descriptor

@@ -10,7 +10,7 @@ Two promises, kept from before the tool module is imported until the server has 
   moment between the import and the protocol taking stdout when a stray line could reach
   the host.
 - **Writing never blocks the server.** ``sys.stdout``, ``sys.stderr`` and the log handler
-  write into a :class:`~tdk._drain.Drain`: a host that never reads stderr costs dropped (and
+  write into a :class:`~tdk._cli.drain.Drain`: a host that never reads stderr costs dropped (and
   counted) lines, never a frozen event loop.
 
 Over HTTP only the second holds (stdout is then the process's own, drained the same way).
@@ -26,8 +26,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
-from tdk._drain import Drain
-from tdk._streams import duplicate, flush_stdout, on_descriptor, open_stderr
+from tdk._cli.drain import Drain
+from tdk._cli.streams import duplicate, flush_stdout, on_descriptor, open_stderr
 
 __all__ = ["SETTLE_SECONDS", "Protocol", "ServedStreams", "protocol_streams", "served_streams"]
 

@@ -1,13 +1,13 @@
 """Running a tool: arguments in, one :class:`~tdk.ToolResult` out, whatever happens.
 
 A call goes arguments -> requirements -> validation -> function -> output validation ->
-``ToolResult``, made (and a failure logged) by :mod:`tdk._call_scope`, as at every front
+``ToolResult``, made (and a failure logged) by :mod:`tdk._execution.call_scope`, as at every front
 door. A failure goes exception -> the one table of :mod:`tdk._failures.table` ->
 :meth:`ErrorInfo.from_exception` (where redaction happens) -> ``ToolResult``; arguments that
-do not validate are described by :mod:`tdk._arguments`. A failure of a tool that may write
-which may have acted is not offered for repeating (:mod:`tdk._writes`: what the body's
-requests did is noted while it runs, :mod:`tdk._exchanges`). Everything that needs reflection
-was done by ``@tool``; nothing here inspects the function.
+do not validate are described by :mod:`tdk._execution.arguments`. A failure of a tool that may write
+which may have acted is not offered for repeating (:mod:`tdk._execution.writes`: what the body's
+requests did is noted while it runs, :mod:`tdk._execution.exchanges`). Everything that needs
+reflection was done by ``@tool``; nothing here inspects the function.
 
 This is the hot path of every call, and is written to cost little above pydantic's own
 validate-call-serialise floor (``bench/bench_execute.py`` measures it). So: pydantic's core
@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
-from tdk._arguments import (
+from tdk._compat.running_task import TASK_OF
+from tdk._execution.arguments import (
     Arguments,
     few_unknown_keys,
     invalid_arguments,
@@ -43,19 +44,18 @@ from tdk._arguments import (
     validate_arguments,
     validate_with_null_defaults,
 )
-from tdk._call_scope import check_call_id, failed, failure_result, new_result
-from tdk._compat.running_task import TASK_OF
-from tdk._context import ToolContext, secrets_of
-from tdk._default import DEFAULT, Default
-from tdk._exchanges import NOTHING_NOTED, NOTING, Exchanges, unwatch, watch
+from tdk._execution.call_scope import check_call_id, failed, failure_result, new_result
+from tdk._execution.context import ToolContext, secrets_of
+from tdk._execution.default import DEFAULT, Default
+from tdk._execution.exchanges import NOTHING_NOTED, NOTING, Exchanges, unwatch, watch
+from tdk._execution.model_text import utf8_copy
+from tdk._execution.result import ToolResult
+from tdk._execution.seconds import finite, shown
+from tdk._execution.threads import DROPPED, FINISHED, Job, run_in_worker
+from tdk._execution.time_limit import await_coroutine, await_job
 from tdk._failures.foreign import describe
+from tdk._failures.redact import call_secrets, end_call_secrets
 from tdk._failures.table import to_tool_error
-from tdk._model_text import utf8_copy
-from tdk._redact import call_secrets, end_call_secrets
-from tdk._result import ToolResult
-from tdk._seconds import finite, shown
-from tdk._threads import DROPPED, FINISHED, Job, run_in_worker
-from tdk._time_limit import await_coroutine, await_job
 from tdk.errors import (
     ErrorInfo,
     ToolError,
@@ -64,7 +64,7 @@ from tdk.errors import (
 )
 
 if TYPE_CHECKING:
-    from tdk._definition import ToolSpec
+    from tdk._define.definition import ToolSpec
 
 _CancelledError: Final = asyncio.CancelledError
 
@@ -91,7 +91,8 @@ async def execute(
     ``KeyboardInterrupt``, ``SystemExit`` and (before anything runs) a ``TypeError`` or
     ``ValueError`` for a wrong ``call_id`` or ``timeout`` escape. ``lingering``: see
     :func:`_wait_for`. A runner passes ``attempt=(n, of)`` (logged) and ``exchanges``, its
-    record of the attempt's requests (:mod:`tdk._exchanges`): it judges a failure itself."""
+    record of the attempt's requests (:mod:`tdk._execution.exchanges`): it judges a failure
+    itself."""
     start = perf_counter()
     if (call_id is not None and type(call_id) is not str) or (
         timeout is not DEFAULT

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
-from tdk._threads import blocking, call_ended, waiting_context
+from tdk._execution.threads import blocking, call_ended, waiting_context
 
 __all__ = ["WIND_DOWN_SECONDS", "refuse_running_loop", "run_blocking", "run_in_new_loop"]
 

@@ -1,7 +1,7 @@
 """``@tool`` and ``Tool``: a checked definition wrapped around a plain function.
 
 ``@tool`` does all its work when the module is imported: it checks the function, builds the
-:class:`~tdk.ToolDefinition` and the :class:`~tdk._definition.ToolSpec` that execution reads,
+:class:`~tdk.ToolDefinition` and the :class:`~tdk._define.definition.ToolSpec` that execution reads,
 and raises one :class:`~tdk.errors.ToolDefinitionError` listing every problem it found.
 """
 
@@ -15,16 +15,16 @@ from contextvars import ContextVar
 from types import FrameType
 from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
-from tdk._arguments import Arguments
 from tdk._compat.frames import calling_frame
-from tdk._context import ToolContext
-from tdk._default import DEFAULT, Default
 from tdk._define import ToolOptions, define_tool, function_of
-from tdk._definition import ToolDefinition, ToolSpec
-from tdk._execute import execute, map_direct_call_error
-from tdk._loop import refuse_running_loop, run_blocking
-from tdk._result import ToolResult
-from tdk._telemetry import active
+from tdk._define.definition import ToolDefinition, ToolSpec
+from tdk._execution.arguments import Arguments
+from tdk._execution.context import ToolContext
+from tdk._execution.default import DEFAULT, Default
+from tdk._execution.execute import execute, map_direct_call_error
+from tdk._execution.loop import refuse_running_loop, run_blocking
+from tdk._execution.result import ToolResult
+from tdk._execution.telemetry import active
 from tdk.errors import ToolDefinitionError
 
 __all__ = ["Tool", "tool"]

@@ -21,22 +21,22 @@ from time import perf_counter
 from types import ModuleType
 from typing import Any, TypeAlias
 
-from tdk._arguments import Arguments
-from tdk._call_scope import (
+from tdk._define.definition import ToolDefinition
+from tdk._define.tool import Tool, definition_errors_recorded
+from tdk._execution.arguments import Arguments
+from tdk._execution.call_scope import (
     MAX_SHOWN_NAME,
     check_call_id,
     failure_result,
     shown_name,
     traced_failure,
 )
-from tdk._context import ToolContext
-from tdk._default import DEFAULT, Default
-from tdk._definition import ToolDefinition
+from tdk._execution.context import ToolContext
+from tdk._execution.default import DEFAULT, Default
+from tdk._execution.loop import refuse_running_loop, run_blocking
+from tdk._execution.result import ToolResult
 from tdk._failures.foreign import describe
-from tdk._loop import refuse_running_loop, run_blocking
-from tdk._redact import redact_text
-from tdk._result import ToolResult
-from tdk._tool import Tool, definition_errors_recorded
+from tdk._failures.redact import redact_text
 from tdk.errors import ToolDefinitionError, ToolkitLoadError, ToolNotFoundError
 
 __all__ = ["Toolkit"]
@@ -117,7 +117,7 @@ class Toolkit:
 
     def _not_found(self, name: str, shown: str) -> ToolNotFoundError:
         """The error for an unknown ``name``, which its texts repeat as ``shown`` (redacted
-        and cut: see :func:`~tdk._execute.shown_name`)."""
+        and cut: see :func:`~tdk._execution.execute.shown_name`)."""
         available = [item.name for item in self._tools.values()]
         by_key = {item.name.lower(): item.name for item in self._tools.values()}
         longest = max(map(len, by_key), default=0)

@@ -17,15 +17,15 @@ import logging
 from time import perf_counter
 from typing import Any, Final
 
-from tdk._context import ToolContext, secrets_of
-from tdk._exchanges import Exchanges
+from tdk._execution.context import ToolContext, secrets_of
+from tdk._execution.exchanges import Exchanges
+from tdk._execution.result import ToolResult
+from tdk._execution.telemetry import active
+from tdk._execution.writes import may_have_acted, not_repeated
 from tdk._failures.info import error_info_from_exception
 from tdk._failures.log_line import log_token
-from tdk._records import maker
-from tdk._redact import redact_text
-from tdk._result import ToolResult
-from tdk._telemetry import active
-from tdk._writes import may_have_acted, not_repeated
+from tdk._failures.records import maker
+from tdk._failures.redact import redact_text
 from tdk.errors import ErrorInfo, ErrorKind, FatalToolError
 
 __all__ = [
@@ -129,9 +129,9 @@ def failure_result(
 
     ``started`` is the ``perf_counter()`` reading at the start of the call; ``attempt`` is
     ``(n, of)`` for an attempt of a runner's call. ``writes``: for a call of a tool that may
-    write, that no runner judges, what its requests may have done (:mod:`tdk._exchanges`):
+    write, that no runner judges, what its requests may have done (:mod:`tdk._execution.exchanges`):
     a failure after its body started (``attempts``) that may have acted is then not offered
-    for repeating (:mod:`tdk._writes`).
+    for repeating (:mod:`tdk._execution.writes`).
     """
     secrets = secrets_of(context)
     try:

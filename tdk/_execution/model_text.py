@@ -16,7 +16,7 @@ from typing import Any, Final
 from pydantic_core import to_json
 
 from tdk._failures.details import json_safe
-from tdk._redact import encodable, redact_text
+from tdk._failures.redact import encodable, redact_text
 from tdk.errors import MAX_SAFE_INT, ErrorInfo
 
 __all__ = ["error_text", "utf8_copy", "value_text"]

@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from tdk._context import ToolContext, context_of_call
+from tdk._execution.context import ToolContext, context_of_call
 
 __all__ = [
     "DEFAULT_ANNOTATIONS",
@@ -154,13 +154,13 @@ class ToolSpec:
     too long to write out)."""
     writes: bool = True
     """Whether the tool may write: neither read-only nor idempotent. A failure of its call
-    that may have acted is then not offered for repeating (see :mod:`tdk._writes`)."""
+    that may have acted is then not offered for repeating (see :mod:`tdk._execution.writes`)."""
     parameter_names: tuple[str, ...] = field(init=False)
     """The advertised argument names, in order, as an input error lists them; derived from
     ``input_model``."""
     most_keys: int = field(init=False)
     """The most keys an argument dict is validated with as it is: beyond that it holds a
-    flood of unknown keys, trimmed first (see :func:`tdk._arguments.few_unknown_keys`)."""
+    flood of unknown keys, trimmed first (see :func:`tdk._execution.arguments.few_unknown_keys`)."""
     plain: bool = field(init=False)
     """True when the validated model's fields are the function's keyword arguments as they
     are (no context parameter, no field named otherwise than its parameter): execution then
