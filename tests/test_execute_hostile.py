@@ -1902,7 +1902,7 @@ def test_a_body_stopping_the_loop_of_run_sync_still_gets_a_result() -> None:
 def test_tdks_own_loop_refuses_to_run_inside_another(which: str) -> None:
     """tdk's loops, asked to run a call from inside a running loop, raise at once (they never
     spin, nor wait for a loop that the wait would block)."""
-    from tdk import _loop
+    from tdk._execution import loop as _loop
 
     async def inner() -> int:
         return 1

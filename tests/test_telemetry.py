@@ -69,7 +69,7 @@ from tdk import (
     ToolRunner,
     tool,
 )
-from tdk import _telemetry as telemetry
+from tdk._execution import telemetry
 from tdk._execution.execute import execute
 from tdk.errors import ErrorKind, RetryableToolError, UpstreamServerError
 from tdk.hosts import mcp as tdk_mcp
