@@ -307,6 +307,27 @@ def test_split_packages_keep_their_size_limits(package: str, kind: str) -> None:
     assert over == []
 
 
+#: What ``tdk/`` lists besides its package files: the public modules and a few private
+#: packages by concern (docs/architecture.md draws the plan).
+TOP_LEVEL = {
+    "errors.py", "http", "hosts", "runner",  # public
+    "_execution", "_define", "_failures", "_cli", "_compat",  # private, by concern
+}  # fmt: skip
+MAX_TOP_LEVEL = 12
+
+
+def test_the_top_level_shows_the_floor_plan() -> None:
+    """``tdk/`` holds its public modules and a handful of folders: a new module goes into the
+    package of its concern (the limit of issue 23 is 12 entries)."""
+    entries = {
+        entry.name
+        for entry in PACKAGE.iterdir()
+        if entry.name not in {"__init__.py", "__main__.py", "py.typed", "__pycache__"}
+    }
+    assert entries == TOP_LEVEL
+    assert len(entries) <= MAX_TOP_LEVEL
+
+
 def test_no_function_length_is_excused() -> None:
     excused = [
         f"{path.relative_to(ROOT)}:{number}"
@@ -317,15 +338,24 @@ def test_no_function_length_is_excused() -> None:
     assert excused == []
 
 
+#: What the definition phase hands the rest of tdk: its records and the public objects built
+#: on them. The checks that make a definition (build, options, docstrings, signature, schema,
+#: problems) are private to ``tdk._define``.
+DEFINITION_PRODUCTS = frozenset(
+    {"tdk._define.definition", "tdk._define.tool", "tdk._define.toolkit"}
+)
+
+
 def test_only_the_tool_module_calls_into_the_definition_phase() -> None:
-    """``tdk._define`` is entered by ``@tool`` alone (``tdk/__init__`` names ``ProblemKind``
-    there for lazy loading)."""
+    """The checks of ``tdk._define`` are entered by ``@tool`` alone (``tdk/__init__`` names
+    ``ProblemKind`` there for lazy loading); the rest of tdk reads only its products."""
     callers = set()
     for name, path in MODULES.items():
-        if name.startswith("tdk._define") or name == "tdk":
+        if name == "tdk" or (name.startswith("tdk._define") and name not in DEFINITION_PRODUCTS):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tdk._define"):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if (module or "").startswith("tdk._define") and module not in DEFINITION_PRODUCTS:
                 callers.add(name)
     assert callers == {"tdk._define.tool"}
 

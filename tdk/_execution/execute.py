@@ -91,8 +91,7 @@ async def execute(
     ``KeyboardInterrupt``, ``SystemExit`` and (before anything runs) a ``TypeError`` or
     ``ValueError`` for a wrong ``call_id`` or ``timeout`` escape. ``lingering``: see
     :func:`_wait_for`. A runner passes ``attempt=(n, of)`` (logged) and ``exchanges``, its
-    record of the attempt's requests (:mod:`tdk._execution.exchanges`): it judges a failure
-    itself."""
+    record of the attempt's requests (:mod:`.exchanges`): it judges a failure itself."""
     start = perf_counter()
     if (call_id is not None and type(call_id) is not str) or (
         timeout is not DEFAULT

@@ -5,9 +5,10 @@ A sync body in a worker thread cannot be stopped: at the limit its caller stops 
 An async body is cancelled at the limit, but it may ignore the cancellation (catch
 ``CancelledError`` and carry on). :func:`await_coroutine` drives such a body inside the
 caller's own task (no task of its own: the body sees the caller's context and
-``current_task()``, and costs no scheduling), and once a cancellation has reached the body, gives it a short grace to finish
-its cleanup; a body still running after that is let go of, and the cancellation goes on as
-if the body had honoured it. Either way the caller's cancellation is never swallowed.
+``current_task()``, and costs no scheduling), and once a cancellation has reached the body,
+gives it a short grace to finish its cleanup; a body still running after that is let go of,
+and the cancellation goes on as if the body had honoured it. Either way the caller's
+cancellation is never swallowed.
 """
 
 from __future__ import annotations
