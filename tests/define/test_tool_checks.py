@@ -36,7 +36,7 @@ from pydantic import Field
 from tdk import ToolContext, tool
 """
 
-PROBLEMS = Path(__file__).parent.parent / "docs" / "problems.md"
+PROBLEMS = Path(__file__).resolve().parents[2] / "docs" / "problems.md"
 
 
 def _source(body: str) -> str:

@@ -1,6 +1,6 @@
-"""Tools that write, read or put over HTTP, for tests/test_writes_everywhere.py: imported
-there, and loaded by ``tdk run`` in a subprocess. Each takes the URL it calls (a server of
-``_http_server.Writes``, or a port that refuses connections).
+"""Tools that write, read or put over HTTP, for tests/execution/test_writes_everywhere.py:
+imported there, and loaded by ``tdk run`` in a subprocess. Each takes the URL it calls (a
+server of ``_http_server.Writes``, or a port that refuses connections).
 """
 
 from __future__ import annotations

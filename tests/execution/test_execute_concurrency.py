@@ -52,7 +52,7 @@ def test_several_sync_tools_run_concurrently() -> None:
     assert [r.value for r in asyncio.run(scenario())] == [True, True]
 
 
-@tool(timeout=0.05, read_only=True)  # (the time limit of a write: tests/test_writes_everywhere.py)
+@tool(timeout=0.05, read_only=True)  # (a write's time limit: test_writes_everywhere.py)
 async def stuck() -> int:
     """Wait forever."""
     await asyncio.Event().wait()

@@ -1,6 +1,6 @@
 """A write that may have happened is never offered to the model as retryable, whatever runs it.
 
-The runner's rule (tests/test_runner_side_effects.py) holds without a runner too: through
+The runner's rule (tests/runner/test_runner_side_effects.py) holds without a runner too: through
 ``await tool.run()``, ``Toolkit.run()``, ``run_sync()``, ``tdk run`` and the text a host sends
 back, a failure of a tool that is neither read-only nor idempotent says ``retryable: false``
 and tells the model to check first, unless it says for certain that the upstream did nothing

@@ -43,7 +43,7 @@ from tdk.errors import (
     UpstreamValidationError,
 )
 
-DOCS = Path(__file__).parent.parent / "docs" / "errors.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 
 # MISSION section 2, transcribed independently of the code: kind -> (category, retryable).
 MISSION_TABLE = {

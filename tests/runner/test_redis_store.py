@@ -1,7 +1,7 @@
 """``RedisStore``: limiter and circuit state shared between processes, on a real redis-server.
 
 Every test talks to a ``redis-server`` this module starts on a free port of 127.0.0.1 (see
-``tests/_redis_support.py``); nothing is faked and nothing skips: without a server that
+``tests/runner/_redis_support.py``); nothing is faked and nothing skips: without a server that
 answers, the tests fail. Covered: one quota for four worker processes, one circuit for two
 runners (and the generations that keep stale reports out, the quiet successes that are not
 reported), hash-tagged keys that expire when idle, the per-process fallback during an outage
