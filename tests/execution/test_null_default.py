@@ -5,7 +5,7 @@ OpenAI's strict mode sends every parameter, ``null`` for those the model leaves 
 "not given" in every call: a dict or JSON text, through ``Tool.run``/``run_sync``,
 ``Toolkit.run`` and ``ToolRunner.run``/``run_many``. A type that takes None keeps its None; a
 default of None for a type without None is still a definition error; a mutable default is a
-fresh object in each call.
+fresh object in each call; arguments that fail when read again for a null are bad input.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import gc
 import json
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Annotated, Any, Literal, Optional
 
 import pytest
@@ -653,3 +653,62 @@ def test_the_variant_model_goes_with_its_tool() -> None:
     model = defined()
     gc.collect()
     assert model() is None
+
+
+# --- arguments that fail when read again -------------------------------------------------
+
+
+@tool(read_only=True)
+def echo(text: Annotated[str, "What to say."], times: Annotated[int, "How many times."] = 1) -> str:
+    """Say it again."""
+    return text * times
+
+
+class SecondReadFails(Mapping[str, Any]):
+    """Arguments that read once, then raise: validated again for a null, they fail."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __getitem__(self, key: str) -> Any:
+        return {"text": "hi", "times": None}[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self.reads += 1
+        if self.reads > 1:
+            raise OSError("gone")
+        return iter(["text", "times"])
+
+    def __len__(self) -> int:
+        return 2
+
+
+class SecondStripFails(str):
+    """JSON text whose ``strip()`` works once, then raises."""
+
+    strips = 0
+
+    def strip(self, chars: str | None = None) -> str:
+        type(self).strips += 1
+        if type(self).strips > 1:
+            raise OSError("gone")
+        return str.strip(self, chars)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        pytest.param(SecondReadFails(), "is not valid (mapping_type)", id="mapping"),
+        pytest.param(
+            SecondStripFails('{"text": "hi", "times": null}'),
+            "The arguments could not be read (OSError)",
+            id="text",
+        ),
+    ],
+)
+def test_arguments_that_fail_when_read_again_are_bad_input(arguments: Any, problem: str) -> None:
+    """A null sent for a defaulted parameter validates again; arguments that fail on that
+    second read are answered as bad input, never raised."""
+    result = echo.run_sync(arguments)
+    assert result.kind == "TOOL_RUNTIME_BAD_INPUT_VALUE"
+    assert problem in result.error.message  # type: ignore[union-attr]

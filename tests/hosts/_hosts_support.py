@@ -169,3 +169,11 @@ def leaky_results() -> list[ToolResult]:
     calls = [ToolCall(name=item.name, call_id=f"call_{item.name}") for item in toolkit]
     context = ToolContext(secrets={"API_KEY": SECRET})
     return asyncio.run(ToolRunner(toolkit).run_many(calls, context=context))
+
+
+class LyingClass:
+    """An object whose ``__class__`` raises: ``isinstance`` itself fails on it."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise RuntimeError("no class")

@@ -20,6 +20,7 @@ from _hosts_support import (
     DETAIL_VALUE,
     DEVELOPER_NOTE,
     SECRET,
+    LyingClass,
     Tracker,
     assert_valid,
     leaky_results,
@@ -364,6 +365,16 @@ def test_null_input_for_a_defaulted_parameter_gets_its_default() -> None:
     assert tracker.seen[0]["state"] == "open"
     assert tracker.seen[0]["labels"] is None
     assert tracker.seen[0]["limit"] == 10
+
+
+def test_anthropic_calls_survive_a_block_that_lies() -> None:
+    """A tool_use block whose input cannot even be type-checked is answered as bad input."""
+    block = {"type": "tool_use", "id": "t1", "name": "echo", "input": LyingClass()}
+    [call] = ant.calls({"role": "assistant", "content": [block]})
+    assert (call.call_id, call.problem) == (
+        "t1",
+        "The call is not a function call; only function tools run here.",
+    )
 
 
 # -- results() -------------------------------------------------------------------------------

@@ -4,11 +4,13 @@ Every shape produced is checked against the ``openai`` SDK's own TypedDict (with
 ``pydantic.TypeAdapter``), calls are read from the SDK's own objects (built with
 ``model_validate``) and from the same data as plain dicts, and a loop runs on the real
 ``openai.OpenAI`` client over an ``httpx2.MockTransport``, checking the request bodies the SDK
-sends. ``ToolResult.for_model()``, what every host sends back, is checked here too.
+sends. ``ToolResult.for_model()``, what every host sends back, is checked here too, and so
+are parts of a message that raise when read and call ids that are not UTF-8.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import enum
 import json
@@ -22,6 +24,7 @@ from _hosts_support import (
     DETAIL_VALUE,
     DEVELOPER_NOTE,
     SECRET,
+    LyingClass,
     Priority,
     Tracker,
     assert_valid,
@@ -37,7 +40,7 @@ from openai.types.responses import FunctionToolParam, Response
 from openai.types.responses.response_input_item_param import FunctionCallOutput
 from pydantic import BaseModel, Field
 
-from tdk import ToolCall, ToolDefinition, Toolkit, ToolResult, tool
+from tdk import ToolCall, ToolDefinition, Toolkit, ToolResult, ToolRunner, tool
 from tdk.errors import ErrorInfo, ErrorKind, ToolInputError
 from tdk.hosts import anthropic as ant
 from tdk.hosts import openai as oai
@@ -715,6 +718,59 @@ def test_a_problem_call_says_why_and_keeps_its_id() -> None:
     assert tracker.ran == []
 
 
+class Raising:
+    """An SDK-like object whose every attribute read raises."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise ZeroDivisionError(name)
+
+
+class RaisingGet(dict[str, Any]):
+    """A dict whose ``get`` raises."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        raise KeyError(key)
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        pytest.param({"role": "assistant", "tool_calls": [Raising()]}, [("", "")], id="raising"),
+        pytest.param(
+            {"role": "assistant", "tool_calls": [RaisingGet(id="c1")]}, [("", "")], id="get"
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": LyingClass()}}
+                ],
+            },
+            [("", "c1")],
+            id="lying-name",
+        ),
+        pytest.param(
+            {"role": "assistant", "tool_calls": [{"id": LyingClass(), "type": "custom"}]},
+            [("", "")],
+            id="lying-custom-id",
+        ),
+        pytest.param(
+            [{"type": "function_call", "call_id": LyingClass(), "name": "echo"}],
+            [],
+            id="lying-responses-id",
+        ),
+    ],
+)
+def test_openai_calls_survive_parts_that_raise(
+    message: Any, expected: list[tuple[str, str]]
+) -> None:
+    """A part that raises when read is no call (in a Responses output) or a call answered
+    as bad input (in ``tool_calls``, where every entry needs an answer)."""
+    calls = oai.calls(message)
+    assert [(call.name, call.call_id) for call in calls] == expected
+    assert all(call.problem for call in calls)
+
+
 # -- null means the default --------------------------------------------------------------------
 
 
@@ -886,6 +942,20 @@ def test_a_result_without_call_id_is_refused(api: str) -> None:
     results = [ToolResult(tool="t", call_id="c", value=1), ToolResult(tool="lost", value=2)]
     with pytest.raises(ValueError, match="'lost' has no call_id"):
         oai.results(results, api=api)  # type: ignore[arg-type]
+
+
+@tool(read_only=True)
+def echo(text: Annotated[str, "What to say."], times: Annotated[int, "How many times."] = 1) -> str:
+    """Say it again."""
+    return text * times
+
+
+def test_a_lone_surrogate_in_a_call_id_is_answered_encodably() -> None:
+    """No API sends one, but an answer must always encode as UTF-8."""
+    call = ToolCall(name="echo", arguments={"text": "x"}, call_id="call_\ud800")
+    [result] = asyncio.run(ToolRunner(Toolkit("t", [echo])).run_many([call]))
+    for answer in (*oai.results([result]), *ant.results([result])):
+        str(answer).encode()
 
 
 # -- What is refused ---------------------------------------------------------------------------

@@ -6,7 +6,8 @@ the strict schema must keep to the subset strict mode takes (checked by :func:`a
 a walker of those rules), hold the expected fragments, accept the same full arguments as the
 original schema, and the tool, called as strict mode calls it (``null`` for every parameter
 the model leaves out), must run and get its defaults. What cannot be strict raises a
-``ValueError`` naming the tool and each place; the definition is never changed.
+``ValueError`` naming the tool and each place (a schema bent out of JSON Schema included);
+the definition is never changed.
 """
 
 from __future__ import annotations
@@ -1069,6 +1070,37 @@ def test_every_failing_tool_is_named_in_one_error(
     assert "tool 'remember' cannot be strict: parameter 'value'" in message
     assert "search_issues" not in message
     assert len(openai.tools(source, api=api)) == 3
+
+
+@tool(read_only=True)
+def bent(n: Annotated[int, Field(json_schema_extra={"anyOf": 5}), "A number."] = 1) -> str:
+    """A schema whose anyOf is not a list."""
+    return "x"
+
+
+@tool(read_only=True)
+def listed(n: Annotated[int, WithJsonSchema({"type": "object", "properties": ["x"]}), "N."]) -> str:
+    """A schema whose properties are a list."""
+    return "x"
+
+
+@tool(read_only=True)
+def free(labels: Annotated[dict[str, str], "Labels."]) -> str:
+    """A free-form parameter."""
+    return "x"
+
+
+def test_strict_names_each_tool_whose_schema_it_cannot_read() -> None:
+    """Schemas bent out of JSON Schema are named like any tool that cannot be strict, and the
+    other tools' problems are still reported."""
+    with pytest.raises(ValueError, match="cannot be strict") as caught:
+        openai.tools([bent, listed, free], strict=True)
+    assert str(caught.value).splitlines() == [
+        "tool 'bent' cannot be strict: its input schema is not one tdk can read (TypeError)",
+        "tool 'listed' cannot be strict: its input schema is not one tdk can read (AttributeError)",
+        "tool 'free' cannot be strict: parameter 'labels' is a free-form object (a dict); "
+        "strict mode needs every property named",
+    ]
 
 
 # --- rules, on schemas written by hand ----------------------------------------------------
