@@ -1,4 +1,5 @@
-"""ToolRunner.run and run_many: results, batches, unknown tools, counters and cancellation.
+"""ToolRunner.run and run_many: results, batches, unknown tools (whose made-up names are shown
+redacted and cut), counters and cancellation.
 
 Cancellation is real: tasks are cancelled with ``Task.cancel()`` while a tool runs, while a
 call waits between retries, and while it queues for a bulkhead.
@@ -7,6 +8,7 @@ call waits between retries, and while it queues for a bulkhead.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Annotated, Any
 
@@ -21,6 +23,7 @@ from tdk import (
     ToolCall,
     ToolContext,
     Toolkit,
+    ToolResult,
     ToolRunner,
     tool,
 )
@@ -184,6 +187,71 @@ async def test_names_are_matched_ignoring_case() -> None:
     for name in ("DOUBLE", "Double", "double"):
         result = await runner.run(name, {"n": 2})
         assert (result.tool, result.value) == ("double", 4)
+
+
+def flaky_toolkit(state: dict[str, bool]) -> Toolkit:
+    @tool(idempotent=True)  # (section 6 retries)
+    async def flaky(n: Annotated[int, "A number."] = 0) -> int:
+        """Fail while the upstream is down."""
+        if state["down"]:
+            raise UpstreamServerError("down", status_code=503)
+        return n
+
+    return Toolkit("flaky", [flaky])
+
+
+SECRET = "ctx-secret-0123456789"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(SECRET, id="a-context-secret"),
+        pytest.param("x" * 95 + SECRET, id="a-secret-across-the-cut"),
+        pytest.param("https://bob:" + SECRET + "@h/", id="a-url-with-credentials"),
+        pytest.param("a." * 32_768 + "://", id="64kb-of-pathological-text"),
+    ],
+)
+@pytest.mark.parametrize("entry", ["toolkit.run", "runner.run"])
+def test_an_unknown_name_is_shown_redacted_and_cut(
+    name: str, entry: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A made-up tool name reaches the result, the error and the log only redacted and cut."""
+    state = {"down": False}
+    toolkit = flaky_toolkit(state)
+    context = ToolContext(secrets={"K": SECRET})
+
+    async def call() -> ToolResult:
+        if entry == "toolkit.run":
+            return await toolkit.run(name, {}, context=context)
+        return await ToolRunner(toolkit).run(name, {}, context=context)
+
+    caplog.set_level(logging.WARNING, logger="tdk")
+    result = asyncio.run(call())
+    assert result.kind is ErrorKind.TOOL_NOT_FOUND
+    text = json.dumps(result.to_dict()) + caplog.text
+    assert SECRET not in text
+    assert SECRET[:12] not in text
+    assert len(result.tool) < 200
+    assert result.error is not None
+    assert result.error.tool_name == result.tool
+    assert len(result.error.message) < 400
+
+
+@pytest.mark.parametrize("entry", ["toolkit.run", "runner.run"])
+def test_a_name_that_is_not_text_is_refused(entry: str) -> None:
+    """A tool name that is not a str is the caller's bug: TypeError, before anything runs."""
+    toolkit = flaky_toolkit({"down": False})
+    runner = ToolRunner(toolkit)
+
+    async def call() -> ToolResult:
+        if entry == "toolkit.run":
+            return await toolkit.run(7, {})  # type: ignore[arg-type]
+        return await runner.run(7, {})  # type: ignore[arg-type]
+
+    with pytest.raises(TypeError):
+        asyncio.run(call())
+    assert runner.stats().calls == 0
 
 
 @in_loop
