@@ -1,4 +1,5 @@
-"""The upstream's own words: body shapes, encodings, and what never reaches the model."""
+"""The upstream's own words: body shapes, encodings and charsets, and what never reaches the
+model."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
+from _http_responses import CLAMP, HUGE, classified
 
 import tdk.http
-from tdk.errors import UpstreamError
+from tdk.errors import (
+    UpstreamError,
+)
 
 URL = "https://api.example.com/v1/items"
 
@@ -197,6 +201,33 @@ def test_html_without_title() -> None:
     assert error.developer_message == developer(502, None)
 
 
+@pytest.mark.parametrize(
+    ("code", "retry_after", "expected_code", "expected_ms"),
+    [
+        pytest.param("50035", HUGE, "50035", CLAMP, id="huge-hint"),
+        pytest.param(f"-{HUGE}", "1", None, 1_000, id="huge-negative-code"),
+        pytest.param("7", f"-{HUGE}", "7", None, id="huge-negative-hint"),
+    ],
+)
+def test_a_json_body_with_a_huge_integer_keeps_its_message(
+    code: str, retry_after: str, expected_code: str | None, expected_ms: int | None
+) -> None:
+    """A JSON integer too long for Python's ``int`` does not cost the rest of the body."""
+    body = f'{{"message": "Bad things", "code": {code}, "retry_after": {retry_after}}}'
+    error = classified(400, body=body.encode(), content_type="application/json")
+    assert error.message.startswith(
+        'The upstream service rejected the request (HTTP 400). Upstream message: "Bad things"'
+    )
+    assert error.details.get("code") == expected_code
+    assert error.retry_after_ms == expected_ms
+
+
+def test_an_integer_code_longer_than_any_code_is_dropped() -> None:
+    """An integer ``code`` of 200 digits (which Python still converts) is garbage."""
+    body = b'{"message": "Bad things", "code": ' + b"7" * 200 + b"}"
+    assert "code" not in classified(400, body=body, content_type="application/json").details
+
+
 # -- encodings, through the hook's bounded raw read ----------------------------------------
 
 
@@ -331,6 +362,83 @@ def test_classify_of_a_consumed_but_unkept_body_uses_headers_alone() -> None:
     assert error is not None
     assert error.retry_after_ms == 4_000
     assert error.developer_message == developer(429, None)
+
+
+# -- charsets -------------------------------------------------------------------------------
+
+
+UNUSABLE_CHARSETS = [
+    "undefined",
+    "idna",
+    "punycode",
+    "base64",
+    "rot13",
+    "hex",
+    "zlib",
+    "bz2",
+    "uu",
+    "quopri",
+    "unicode_escape",
+    "raw_unicode_escape",
+    "utf-7",
+    "charmap",
+    "x-unknown",
+    "encodings.aliases",
+    "__init__",
+    "utf\x00-8",
+    "x" * 10_240,
+]
+CHARSET_IDS = [label[:24].replace("\x00", "NUL") for label in UNUSABLE_CHARSETS]
+#: UTF-8 text with an escape sequence (that ``unicode_escape`` would turn into "A") and a
+#: byte that is not UTF-8.
+TEXT = "caf\u00e9 \\u0041 ".encode() + b"\xff"
+AS_UTF8 = "caf\u00e9 \\u0041 \ufffd"
+
+
+@pytest.mark.parametrize("charset", UNUSABLE_CHARSETS, ids=CHARSET_IDS)
+@pytest.mark.parametrize(
+    ("media", "body", "text"),
+    [
+        pytest.param("text/plain", TEXT, AS_UTF8, id="text"),
+        pytest.param(  # JSON reads its own escape \u0041
+            "application/json", b'{"message": "' + TEXT + b'"}', "caf\u00e9 A \ufffd", id="json"
+        ),
+        pytest.param(
+            "application/xml", b"<Error><Message>" + TEXT + b"</Message></Error>", AS_UTF8,
+            id="xml",
+        ),
+        pytest.param("text/html", b"<html><title>" + TEXT + b"</title>", None, id="html"),
+    ],
+)  # fmt: skip
+def test_unusable_charsets_fall_back_to_utf8(
+    charset: str, media: str, body: bytes, text: str | None
+) -> None:
+    """A charset that is no real text encoding is ignored: the body reads as UTF-8."""
+    error = classified(400, body=body, content_type=f"{media}; charset={charset}")
+    if text is None:
+        assert error.developer_message.endswith(f' [HTML page titled "{AS_UTF8}"]')
+    else:
+        assert error.message.endswith(f'Upstream message: "{text}"')
+
+
+@pytest.mark.parametrize(
+    ("charset", "text"),
+    [
+        pytest.param("utf-16", "\u00bfqu\u00e9?", id="utf-16"),
+        pytest.param("UTF-16LE", "\u00bfqu\u00e9?", id="utf-16le"),
+        pytest.param("windows-1252", "\u20ac 5", id="windows-1252"),
+        pytest.param("Shift_JIS", "\u30a8\u30e9\u30fc", id="shift-jis"),
+        pytest.param("koi8-r", "\u043e\u0448\u0438\u0431\u043a\u0430", id="koi8-r"),
+        pytest.param('"utf-8"', "\u00e9t\u00e9", id="quoted-utf-8"),
+        pytest.param("latin1", "caf\u00e9", id="latin1-alias"),
+    ],
+)
+def test_real_text_encodings_are_decoded(charset: str, text: str) -> None:
+    """The encodings of the web are decoded as declared."""
+    python_name = charset.strip('"').replace("latin1", "latin-1")
+    body = text.encode(python_name)
+    error = classified(400, body=body, content_type=f"text/plain; charset={charset}")
+    assert error.message.endswith(f'Upstream message: "{text}"')
 
 
 # -- field errors ----------------------------------------------------------------------------

@@ -1,9 +1,11 @@
-"""``install``, the hook options, provider-specific body checks, and the one code path shared
-with ``raise_for_status()``."""
+"""``install``, the hook options, provider-specific body checks, the one code path shared with
+``raise_for_status()``, and the last resort: a response that breaks the classifier still gives
+its status's error."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -13,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from _http_responses import response
 
 import tdk.http
 from tdk.errors import (
@@ -20,6 +23,7 @@ from tdk.errors import (
     ErrorKind,
     UpstreamBadRequestError,
     UpstreamError,
+    UpstreamNotFoundError,
     UpstreamRateLimitError,
     UpstreamServerError,
 )
@@ -477,6 +481,19 @@ def test_classify_without_a_request() -> None:
     assert error.developer_message == "HTTP 500 Internal Server Error: oops"
 
 
+@pytest.mark.parametrize("status", [2**53, 10**30, -(10**30)], ids=["2**53", "10**30", "-10**30"])
+def test_a_status_no_error_can_carry_is_unmapped(status: int) -> None:
+    """A status beyond any integer JSON keeps (only a transport of the caller's own makes one)
+    is an unmapped upstream error without a status, and no fallback was needed."""
+    response = httpx.Response(status, content=b"x", request=httpx.Request("GET", "https://h/"))
+    error = tdk.http.classify(response)
+    assert error is not None
+    assert error.kind is ErrorKind.UPSTREAM_RUNTIME_UNMAPPED
+    assert error.status_code is None
+    assert "fallback" not in error.details
+    json.dumps(error.to_dict())
+
+
 def test_pickled_error_keeps_its_classification() -> None:
     """The raised error is plain data: it survives pickling with every field."""
     import pickle
@@ -511,3 +528,143 @@ def test_a_hook_added_by_hand_checks_json_successes(flavour: str) -> None:
 
         with pytest.raises(UpstreamRateLimitError):
             asyncio.run(fetch())
+
+
+# -- the last resort ------------------------------------------------------------------------
+
+
+class TextContent(httpx.Response):
+    """A response whose ``content`` is text, not bytes: a broken test double or subclass, the
+    kind of input no classifier path expects."""
+
+    @property
+    def content(self) -> Any:
+        return "Rate limit exceeded"
+
+
+def undecodable_headers(status: int, headers: dict[str, str]) -> httpx.Response:
+    """A response whose headers cannot be decoded (``headers.encoding`` names a codec that
+    always fails)."""
+    hostile = response(status, headers)
+    hostile.headers.encoding = "undefined"
+    return hostile
+
+
+def test_an_unexpected_failure_in_the_body_falls_back_to_status_and_headers() -> None:
+    """A body that breaks the classifier gives the status's error, its wait read from the
+    headers, and says so, instead of a foreign exception."""
+    broken = TextContent(429, headers={"Retry-After": "7"}, request=httpx.Request("GET", URL))
+    error = tdk.http.classify(broken)
+    assert isinstance(error, UpstreamRateLimitError)
+    assert (error.status_code, error.retry_after_ms) == (429, 7_000)
+    assert error.details["fallback"] == "status and headers"
+    assert error.details["fallback_error"] == "TypeError"
+    assert error.developer_message == (
+        f"GET {URL} -> HTTP 429 Too Many Requests [tdk could not read this response's body "
+        "(TypeError): classified from its status and headers alone]"
+    )
+    json.dumps(error.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        pytest.param(503, UpstreamServerError, id="503"),
+        pytest.param(429, UpstreamRateLimitError, id="429"),
+        pytest.param(404, UpstreamNotFoundError, id="404"),
+        pytest.param(408, UpstreamBadRequestError, id="408"),
+        pytest.param(999, UpstreamError, id="999"),
+    ],
+)
+def test_an_unexpected_failure_in_the_headers_falls_back_to_the_status(
+    status: int, cls: type[UpstreamError]
+) -> None:
+    """Headers that break the classifier give the status's error from the status alone."""
+    error = tdk.http.classify(undecodable_headers(status, {"Retry-After": "7"}))
+    assert type(error) is cls
+    assert error.status_code == status
+    assert error.retry_after_ms is None
+    assert error.retryable is UpstreamError(".", status_code=status).retryable
+    assert error.details == {
+        "status_code": status,
+        "fallback": "status",
+        "fallback_error": "UnicodeError",
+    }
+    assert error.developer_message is not None
+    assert error.developer_message.endswith(
+        " [tdk could not read this response's body or headers (UnicodeError): classified from "
+        "its status alone]"
+    )
+
+
+class UnreadableRequest(httpx.Response):
+    """A response whose ``request`` raises what httpx never raises there (a broken subclass)."""
+
+    @property
+    def request(self) -> httpx.Request:
+        raise LookupError("no request")
+
+
+def test_an_unexpected_failure_after_the_body_falls_back_to_the_status() -> None:
+    """A failure in the classification proper, body and headers read, still gives the
+    status's error."""
+    broken = UnreadableRequest(429, headers={"Retry-After": "7"}, json={"message": "slow"})
+    error = tdk.http.classify(broken)
+    assert isinstance(error, UpstreamRateLimitError)
+    assert error.status_code == 429
+    assert error.details == {
+        "status_code": 429,
+        "fallback": "status",
+        "fallback_error": "LookupError",
+    }
+
+
+def test_the_last_resort_is_logged_without_upstream_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The fallback logs one warning naming the exception type and where it was raised."""
+    broken = TextContent(429, headers={"Retry-After": "7"}, request=httpx.Request("GET", URL))
+    with caplog.at_level("WARNING", logger="tdk.http"):
+        tdk.http.classify(broken)
+    [record] = caplog.records
+    assert record.levelname == "WARNING"
+    assert "TypeError" in record.getMessage()
+    assert "_body.py" in record.getMessage()
+    assert "Rate limit exceeded" not in record.getMessage()
+
+
+def test_the_hooks_raise_the_fallback_error() -> None:
+    """The sync and async hooks raise the last-resort error, never the foreign exception."""
+    broken = TextContent(503, headers={"Retry-After": "7"}, request=httpx.Request("GET", URL))
+    with pytest.raises(UpstreamServerError) as caught:
+        tdk.http.raise_for_upstream(broken)
+    assert caught.value.details["fallback"] == "status and headers"
+    with pytest.raises(UpstreamServerError):
+        asyncio.run(tdk.http.araise_for_upstream(broken))
+
+
+def test_a_body_check_still_runs_and_its_exceptions_are_not_swallowed() -> None:
+    """A body check sees None for a body that broke the parser, and its own exception
+    propagates: it is the user's, not a classification bug."""
+    seen: list[object] = []
+
+    def check(response: httpx.Response, payload: object) -> UpstreamError | None:
+        seen.append(payload)
+        raise LookupError("my check is broken")
+
+    hook = tdk.http.UpstreamHook(check_body=check)
+    broken = TextContent(400, request=httpx.Request("GET", URL))
+    with pytest.raises(LookupError, match="my check is broken"):
+        hook.classify(broken)
+    assert seen == [None]
+    with pytest.raises(LookupError, match="my check is broken"):
+        hook.classify(response(400, body=b'{"message": "fine"}'))
+    assert seen == [None, {"message": "fine"}]
+
+
+def test_a_body_check_answer_wins_over_the_last_resort() -> None:
+    """An error returned by the body check is used even when the body broke the parser."""
+    hook = tdk.http.UpstreamHook(check_body=lambda response, payload: UpstreamServerError("x"))
+    error = hook.classify(TextContent(400, request=httpx.Request("GET", URL)))
+    assert isinstance(error, UpstreamServerError)
+    assert "fallback" not in error.details

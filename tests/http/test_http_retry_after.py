@@ -1,14 +1,19 @@
-"""``tdk.http.parse_retry_after_ms`` alone, and the reference clock of ``classify``."""
+"""``tdk.http.parse_retry_after_ms`` alone, the reference clock of ``classify``, and waits too
+long for any clock (numbers of thousands of digits, in every header and body hint)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
+from _http_responses import CLAMP, HUGE, LONGEST_WAIT_MS, classified
 
 import tdk.http
-from tdk.errors import UpstreamRateLimitError
+from tdk.errors import (
+    UpstreamRateLimitError,
+)
 
 DATE = "Tue, 14 Nov 2023 22:13:20 GMT"
 NOW = datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
@@ -192,3 +197,121 @@ def test_rate_limit_details(headers: dict[str, str], details: dict[str, object])
         key: error.details[key] for key in ("limit", "remaining", "reset") if key in error.details
     }
     assert shown == details
+
+
+# -- huge numbers ---------------------------------------------------------------------------
+
+
+DELAY_HEADERS = ["retry-after", "retry-after-ms", "x-ms-retry-after-ms", "x-amz-retry-after"]
+
+
+@pytest.mark.parametrize("name", DELAY_HEADERS, ids=DELAY_HEADERS)
+@pytest.mark.parametrize(
+    "value",
+    [HUGE, f"{HUGE}.5", f"{'9' * 400}.5", f"{'0' * 5_000}{HUGE}"],
+    ids=["5000-digits", "5000-digits-fraction", "400-digits-fraction", "leading-zeros"],
+)
+def test_huge_delay_headers_clamp(name: str, value: str) -> None:
+    """A well-formed but huge delay is a long wait: clamped, with the longest wait shown."""
+    error = classified(429, {name: value})
+    assert isinstance(error, UpstreamRateLimitError)
+    assert error.retry_after_ms == CLAMP
+    assert error.details["retry_after_clamped_from_ms"] == LONGEST_WAIT_MS
+    assert error.details["retry_after_source"] == name
+    assert tdk.http.parse_retry_after_ms({name: value}) == CLAMP
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        pytest.param({"Retry-After": f"1.{'0' * 5_000}1"}, 1_001, id="seconds"),
+        pytest.param({"retry-after-ms": f"1.{'0' * 5_000}1"}, 2, id="milliseconds"),
+        pytest.param({"Retry-After": f"2.{'0' * 5_000}"}, 2_000, id="zeros-only"),
+        pytest.param({"Retry-After": f"0.{'9' * 5_000}"}, 1_000, id="nines"),
+    ],
+)
+def test_huge_fractions_round_up(headers: dict[str, str], expected: int) -> None:
+    """A fraction of thousands of digits is read at bounded cost and still rounds up."""
+    assert classified(503, headers).retry_after_ms == expected
+    assert tdk.http.parse_retry_after_ms(headers) == expected
+
+
+RESET_HEADERS = [
+    pytest.param({"x-ratelimit-remaining": "0", "x-ratelimit-reset": HUGE}, id="github"),
+    pytest.param({"x-rate-limit-remaining": "0", "x-rate-limit-reset": HUGE}, id="twitter"),
+    pytest.param({"RateLimit-Remaining": "0", "RateLimit-Reset": HUGE}, id="ietf-draft06"),
+    pytest.param({"X-RateLimit-Reset-After": f"{HUGE}.5"}, id="discord-reset-after"),
+    pytest.param(
+        {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": f"{HUGE}s"},
+        id="openai-go-duration",
+    ),
+    pytest.param(
+        {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": f"1m{HUGE}.{HUGE}ms"},
+        id="openai-go-duration-fraction",
+    ),
+    pytest.param(
+        {"anthropic-ratelimit-requests-remaining": "0", "anthropic-ratelimit-requests-reset": HUGE},
+        id="anthropic",
+    ),
+    pytest.param({"RateLimit": f"limit=100, remaining=0, reset={HUGE}"}, id="ietf-draft07"),
+    pytest.param({"RateLimit": f'"default";r=0;t={HUGE}'}, id="ietf-draft08"),
+]
+
+
+@pytest.mark.parametrize("headers", RESET_HEADERS)
+def test_huge_reset_values_clamp(headers: dict[str, str]) -> None:
+    """A huge reset value in any dialect is a long wait, clamped like any other."""
+    error = classified(429, headers)
+    assert error.details["retry_after_source"] == "ratelimit-reset"
+    assert error.retry_after_ms == CLAMP
+    assert error.details["retry_after_clamped_from_ms"] == LONGEST_WAIT_MS
+
+
+def test_a_reset_with_a_huge_fraction_rounds_up() -> None:
+    """A reset of 1.000...1 seconds (5,000 zeros) is 1001 ms from now."""
+    error = classified(429, {"x-ratelimit-reset": f"1.{'0' * 5_000}1"})
+    assert error.retry_after_ms == 1_001
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({"x-ratelimit-remaining": HUGE, "x-ratelimit-limit": HUGE}, id="digits"),
+        pytest.param({"x-ratelimit-remaining": f"{'9' * 400}.5"}, id="400-digits-fraction"),
+        pytest.param({"x-ratelimit-remaining": f"0.{'0' * 5_000}"}, id="long-zero"),
+        pytest.param({"RateLimit": f"limit={HUGE}, remaining={HUGE}, reset=1"}, id="ietf"),
+        pytest.param({"RateLimit": f'"d";r={HUGE};t=1', "RateLimit-Policy": f'"d";q={HUGE}'},
+                     id="ietf-draft08"),
+    ],
+)  # fmt: skip
+def test_absurdly_long_remaining_and_limit_are_garbage(headers: dict[str, str]) -> None:
+    """``remaining``/``limit`` that no real quota has are ignored, so a 429 stays a 429."""
+    error = classified(429, headers)
+    assert isinstance(error, UpstreamRateLimitError)
+    assert "remaining" not in error.details
+    assert "limit" not in error.details
+
+
+@pytest.mark.parametrize(
+    ("body", "clamped_from"),
+    [
+        pytest.param(json.dumps({"retry_after": HUGE}).encode(), LONGEST_WAIT_MS, id="string"),
+        pytest.param(b'{"retryAfter": ' + HUGE.encode() + b"}", LONGEST_WAIT_MS, id="json-int"),
+        pytest.param(b'{"retry_after": ' + b"9" * 4_299 + b"}", LONGEST_WAIT_MS, id="int-4299"),
+        pytest.param(b'{"retry_after": 1e308}', LONGEST_WAIT_MS, id="float-1e308"),
+        pytest.param(b'{"retry_after": 1e999}', LONGEST_WAIT_MS, id="float-overflow"),
+        pytest.param(b'{"retry_after": 86400.5}', 86_400_500, id="float-day"),
+        pytest.param(
+            json.dumps({"error": {"details": [
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{HUGE}s"}
+            ]}}).encode(),
+            LONGEST_WAIT_MS,
+            id="google-retry-delay",
+        ),
+    ],
+)  # fmt: skip
+def test_huge_body_retry_hints_clamp(body: bytes, clamped_from: int) -> None:
+    """A huge body hint clamps; the text of the body is still read."""
+    error = classified(429, body=body, content_type="application/json")
+    assert error.retry_after_ms == CLAMP
+    assert error.details["retry_after_clamped_from_ms"] == clamped_from
