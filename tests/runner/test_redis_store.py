@@ -1,137 +1,58 @@
 """``RedisStore``: limiter and circuit state shared between processes, on a real redis-server.
 
-Every test talks to a ``redis-server`` this module starts on a free port of 127.0.0.1 (see
-``tests/runner/_redis_support.py``); nothing is faked and nothing skips: without a server that
+Every test talks to a ``redis-server`` started for this module on a free port of 127.0.0.1
+(``tests/runner/conftest.py``); nothing is faked and nothing skips: without a server that
 answers, the tests fail. Covered: one quota for four worker processes, one circuit for two
 runners (and the generations that keep stale reports out, the quiet successes that are not
-reported), hash-tagged keys that expire when idle, the per-process fallback during an outage
-(one WARNING, ``stats().store``) and the way back, custom changes through ``WATCH``/``MULTI``
-(bounded retries: contention raises, it is no outage), the constructor's checks, and the
-Lua scripts answering exactly as the Python changes they stand for.
+reported), hash-tagged keys that expire when idle (equal limits written differently share
+one), the constructor's checks and ``stats().store``, and one store used from one event loop
+after another. Outages are in ``test_redis_outages.py``; custom changes, the Lua scripts and
+state planted on the server in ``test_redis_state.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import hashlib
+import gc
 import json
 import logging
 import os
-import random
 import re
 import subprocess
 import sys
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio as aioredis
-from _redis_support import RedisServer, command, free_port, running_redis
+from _redis_support import RedisServer, command, running_redis
+from _redis_tools import (
+    GATE,
+    TOOLKIT,
+    UPSTREAM,
+    WORK_TOOLKIT,
+    FakeClock,
+    increment,
+    outages,
+    warnings_logged,
+)
 from _runner_support import in_loop
 
 import tdk
-from tdk import CircuitBreaker, RateLimit, Toolkit, ToolRunner, tool
-from tdk.errors import ErrorKind, UpstreamServerError
+from tdk import CircuitBreaker, RateLimit, ToolContext, ToolRunner
+from tdk.errors import ErrorKind
 from tdk.runner import CircuitState, InMemoryStore, RedisStore, RunnerStats
-from tdk.runner._breaker import FAILURE, NEUTRAL, SUCCESS, acquire, peek, record
-from tdk.runner._limiter import admit
-from tdk.runner._redis_scripts import ADMIT
+from tdk.runner._breaker import FAILURE, SUCCESS, acquire, peek, record
 
 ROOT = Path(tdk.__file__).resolve().parents[1]
 CLOSED, OPEN, HALF_OPEN = CircuitState.CLOSED, CircuitState.OPEN, CircuitState.HALF_OPEN
-OUTAGE = "Redis failed ("
-ANSWERS_AGAIN = "Redis answers again: runner state is shared again"
-ADMIT_SHA = hashlib.sha1(ADMIT.encode()).hexdigest()
 #: A key in the form the store writes: ``{<prefix>:<scope or tool>}:<policy>``.
 KEY_FORM = re.compile(r"^\{(?P<prefix>[^{}:]+):[^{}]+\}:(?P<policy>rate_limit|circuit)$")
-
-# ------------------------------------------------------------------------------ the server
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One redis-server for the module (started once: the suite stays fast)."""
-    with running_redis(tmp_path_factory.mktemp("redis")) as server:
-        yield server
-
-
-@pytest.fixture
-def redis_url(redis_server: RedisServer) -> str:
-    """The URL of the module's server, running (a test may have stopped it) and empty."""
-    redis_server.start()
-    redis_server.flush()
-    return redis_server.url
-
-
-@pytest.fixture
-def unused_url() -> str:
-    """A ``redis://`` URL of a port of 127.0.0.1 nothing listens on."""
-    return f"redis://127.0.0.1:{free_port()}/0"
-
-
-# ---------------------------------------------------------------------------- the toolkit
-
-UPSTREAM = {"down": False, "calls": 0}
-
-
-@pytest.fixture(autouse=True)
-def _upstream_up() -> None:
-    UPSTREAM.update(down=False, calls=0)
-
-
-@tool(read_only=True)
-async def ping() -> str:
-    """Answer pong."""
-    UPSTREAM["calls"] += 1
-    return "pong"
-
-
-@tool(read_only=True)
-async def flaky() -> str:
-    """Call an upstream that fails with a 503 while it is down."""
-    UPSTREAM["calls"] += 1
-    if UPSTREAM["down"]:
-        raise UpstreamServerError("the upstream is down", status_code=503)
-    return "ok"
-
-
-GATE: dict[str, asyncio.Event] = {}
-
-
-@tool(read_only=True)
-async def slow() -> str:
-    """Succeed once the test opens the gate."""
-    await GATE["open"].wait()
-    return "late"
-
-
-TOOLKIT = Toolkit("redis_tests", [ping, flaky, slow])
-
-
-def outage_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    """The WARNING records of an outage that ``caplog`` holds."""
-    return [
-        r
-        for r in caplog.records
-        if r.name == "tdk.runner"
-        and r.levelno == logging.WARNING
-        and r.getMessage().startswith(OUTAGE)
-    ]
-
-
-def returns(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    """The INFO records of Redis answering again."""
-    return [
-        r
-        for r in caplog.records
-        if r.name == "tdk.runner" and r.levelno == logging.INFO and r.getMessage() == ANSWERS_AGAIN
-    ]
 
 
 # ----------------------------------------------------------- 1. one quota for four processes
@@ -589,381 +510,40 @@ async def test_a_long_probe_lifetime_lengthens_the_circuit_ttl(redis_url: str) -
         assert 10_500 < await store.client.pttl(store.key(key)) <= 2 * 5000 + 1000
 
 
-# ----------------------------------------------------------------------- 4. Redis outages
-
-
 @in_loop
-async def test_flushed_scripts_are_loaded_again(
-    redis_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """``SCRIPT FLUSH`` (or a failover to a server without them) is no outage: ``EVALSHA``
-    fails with NOSCRIPT, the script is loaded again, and the state stays shared."""
-    caplog.set_level(logging.INFO, logger="tdk.runner")
-    async with contextlib.aclosing(RedisStore(redis_url)) as store:
-        runner = ToolRunner(
-            TOOLKIT,
-            rate_limit=RateLimit(calls=2, period=60.0),
-            circuit_breaker=CircuitBreaker(failure_threshold=1),
-            store=store,
-        )
-        assert (await runner.run("ping")).is_success
-        await store.client.script_flush()
-        assert await store.client.script_exists(ADMIT_SHA) == [False]
-        results = [await runner.run("ping") for _ in range(2)]
-        assert [r.kind for r in results] == [None, ErrorKind.TOOL_RUNTIME_RATE_LIMITED]
-        assert runner.stats().store == "shared"
-        assert not outage_warnings(caplog)
-
-
-def keep(state: Any) -> tuple[Any, None]:
-    """A custom change that changes nothing."""
-    return state, None
-
-
-@in_loop
-async def test_the_limiter_survives_a_server_restart(
-    redis_server: RedisServer, redis_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Redis stops mid-run: calls go on (per-process state), one WARNING, ``"fallback"``;
-    once it is back and ``retry_interval`` has passed, the state is shared again (INFO) and
-    Redis enforces the limit again."""
-    caplog.set_level(logging.INFO, logger="tdk.runner")
-    limit = RateLimit(calls=3, period=30.0, scope="api")
-    async with contextlib.aclosing(RedisStore(redis_url, retry_interval=0.3)) as store:
-        runner = ToolRunner(TOOLKIT, rate_limit=limit, store=store)
-        redis_key = store.key("tdk:rate_limit:scope:api/3/30.0")
-        shared = [await runner.run("ping") for _ in range(4)]
-        assert [r.is_success for r in shared] == [True, True, True, False]
-        assert shared[3].kind is ErrorKind.TOOL_RUNTIME_RATE_LIMITED
-        assert await store.client.zcard(redis_key) == 3
-        assert runner.stats().store == "shared"
-
-        redis_server.stop()
-        during = [await runner.run("ping") for _ in range(3)]
-        assert [r.is_success for r in during] == [True, True, True]
-        assert runner.stats().store == "fallback"
-        assert store.status == "fallback"
-        assert len(outage_warnings(caplog)) == 1
-        assert not returns(caplog)
-
-        # (the fallback enforces the limit too: its 3 slots are taken now)
-        assert (await runner.run("ping")).kind is ErrorKind.TOOL_RUNTIME_RATE_LIMITED
-
-        redis_server.start()  # the same port, empty
-        deadline = time.monotonic() + 5.0
-        while runner.stats().store != "shared":  # a change that takes no limiter slot
-            assert time.monotonic() < deadline, "the store never went back to Redis"
-            await asyncio.sleep(0.1)
-            await store.update("tdk:custom:probe", keep)
-        assert len(returns(caplog)) == 1
-        assert len(outage_warnings(caplog)) == 1  # still one for the one outage
-        again = [await runner.run("ping") for _ in range(4)]  # on Redis again: 3 slots
-        assert [r.is_success for r in again] == [True, True, True, False]
-        assert again[3].kind is ErrorKind.TOOL_RUNTIME_RATE_LIMITED
-        assert await store.client.zcard(redis_key) == 3
-
-
-@in_loop
-async def test_with_redis_down_from_the_start_every_call_succeeds(
-    unused_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Nothing listens: 50 calls under a limiter and a circuit all succeed, one WARNING is
-    logged, and only the first pays for finding out (the batch takes far less than 50 x the
-    timeout)."""
-    caplog.set_level(logging.INFO, logger="tdk.runner")
-    timeout = 0.25
-    async with contextlib.aclosing(RedisStore(unused_url, timeout=timeout)) as store:
-        runner = ToolRunner(
-            TOOLKIT,
-            rate_limit=RateLimit(calls=100, period=60.0),
-            circuit_breaker=CircuitBreaker(failure_threshold=2),
-            store=store,
-        )
-        started = time.perf_counter()
-        results = [await runner.run("ping") for _ in range(50)]
-        elapsed = time.perf_counter() - started
-        assert all(r.is_success for r in results)
-        assert elapsed < 50 * timeout
-        assert runner.stats().store == "fallback"
-        warnings = outage_warnings(caplog)
-        assert len(warnings) == 1
-        message = warnings[0].getMessage()
-        assert message.startswith("Redis failed (ConnectionError: Error 111 connecting to ")
-        assert message.endswith("): runner state is per process until it answers")
-
-
-@in_loop
-async def test_the_fallback_keeps_the_rules_in_process(unused_url: str) -> None:
-    """During an outage the limit still holds, per process."""
-    async with contextlib.aclosing(RedisStore(unused_url)) as store:
-        runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=2, period=60.0), store=store)
-        results = [await runner.run("ping") for _ in range(3)]
-        assert [r.kind for r in results] == [None, None, ErrorKind.TOOL_RUNTIME_RATE_LIMITED]
-
-
-@in_loop
-async def test_one_warning_per_outage_with_many_calls_in_flight(
-    unused_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Ten calls at once find Redis unreachable: still one WARNING for the one outage."""
-    caplog.set_level(logging.INFO, logger="tdk.runner")
-    async with contextlib.aclosing(RedisStore(unused_url)) as store:
-        runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=100, period=60.0), store=store)
-        results = await runner.run_many([("ping", {})] * 10)
-        assert all(r.is_success for r in results)
-        assert runner.stats().store == "fallback"
-        assert len(outage_warnings(caplog)) == 1
-
-
-@in_loop
-async def test_a_redis_that_never_answers_times_out_into_the_fallback(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A server that accepts connections and never answers (a hung Redis), reached through a
-    client given to the store: each try is cut at ``timeout`` and the call goes on; until
-    ``retry_interval`` has passed, calls do not even try (one connection for all)."""
-    caplog.set_level(logging.INFO, logger="tdk.runner")
-    peers: list[asyncio.StreamWriter] = []
-
-    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peers.append(writer)
-        await reader.read()  # until the client hangs up
-
-    server = await asyncio.start_server(hang, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client = aioredis.Redis(host="127.0.0.1", port=port)  # no socket timeouts of its own
+async def test_equal_limits_written_differently_share_a_quota(redis_url: str) -> None:
+    """``period=10`` and ``period=10.0`` are one limit: one key, one quota."""
+    stores = [RedisStore(redis_url), RedisStore(redis_url)]
     try:
-        async with contextlib.aclosing(
-            RedisStore(client, timeout=0.1, retry_interval=0.5)
-        ) as store:
-            assert store.client is client
-            runner = ToolRunner(TOOLKIT, rate_limit=RateLimit(calls=100, period=60.0), store=store)
-            started = time.perf_counter()
-            first = await asyncio.wait_for(runner.run("ping"), 30)  # (a hang guard)
-            assert first.is_success
-            assert time.perf_counter() - started > 0.05  # (it did wait for Redis first)
-            assert runner.stats().store == "fallback"
-            assert len(peers) == 1
-            rest = [await runner.run("ping") for _ in range(10)]
-            assert all(r.is_success for r in rest)
-            assert len(peers) == 1  # within retry_interval: Redis left alone
-            await asyncio.sleep(0.55)  # past retry_interval: the next call tries, times out
-            assert (await runner.run("ping")).is_success
-            assert len(peers) >= 2  # (the timed-out connection was dropped: a new one)
-            assert runner.stats().store == "fallback"
-            await asyncio.sleep(0.55)  # a custom change's try is cut at the timeout too
-            started = time.perf_counter()
-            changed = await asyncio.wait_for(store.update("tdk:custom:hung", increment, 1), 30)
-            assert changed == 1  # in process
-            assert time.perf_counter() - started > 0.05  # (it did wait for Redis first)
-            assert store.status == "fallback"
-            warnings = outage_warnings(caplog)
-            assert len(warnings) == 1
-            assert warnings[0].getMessage() == (
-                "Redis failed (TimeoutError): runner state is per process until it answers"
-            )
+        runners = [
+            ToolRunner(WORK_TOOLKIT, rate_limit=RateLimit(calls=2, period=period), store=store)
+            for period, store in zip((10, 10.0), stores, strict=True)
+        ]
+        results = [await runners[n % 2].run("work") for n in range(4)]
     finally:
-        for peer in peers:
-            peer.close()
-        server.close()
-        await server.wait_closed()
-
-
-USERS = 20_000
+        for store in stores:
+            await store.aclose()
+    assert [r.is_success for r in results] == [True, True, False, False]
 
 
 @in_loop
-async def test_the_fallback_sweeps_idle_per_user_state(unused_url: str) -> None:
-    """20,000 users served during an outage, each with a limiter and a circuit of their own:
-    the store keeps a bounded number of states in process (idle ones are swept, as the
-    in-memory store's are), not two for every user ever seen; a user whose circuit is open
-    keeps it."""
-    now = [1000.0]
-    scope = "api:{user_id}"
-    async with contextlib.aclosing(RedisStore(unused_url)) as store:
-        runner = ToolRunner(
-            TOOLKIT,
-            rate_limit=RateLimit(calls=1, period=1.0, scope=scope),
-            circuit_breaker=CircuitBreaker(failure_threshold=1, reset_timeout=1e6, scope=scope),
-            store=store,
-            clock=lambda: now[0],
-        )
-        unlucky = tdk.ToolContext(user_id="unlucky")
-        UPSTREAM["down"] = True
-        assert (await runner.run("flaky", context=unlucky)).error is not None
-        UPSTREAM["down"] = False
-        for n in range(USERS):
-            now[0] += 2.0  # (past each user's period: their logs are idle at once)
-            result = await runner.run("flaky", context=tdk.ToolContext(user_id=f"user{n}"))
-            assert result.is_success
-        assert store.status == "fallback"
-        assert store.fallback_states < USERS // 4  # (unswept: 2 per user, 40,000)
-        refused = await runner.run("flaky", context=unlucky)
-        assert refused.kind is ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN
+async def test_a_user_id_that_is_not_utf8_is_keyed_not_refused(redis_url: str) -> None:
+    """A user id holding a lone surrogate (read with surrogateescape) has state of its own
+    on Redis; the call never fails for it."""
+    store = RedisStore(redis_url)
+    try:
+        limit = RateLimit(calls=1, period=30.0, scope="per-user:{user_id}")
+        runner = ToolRunner(WORK_TOOLKIT, rate_limit=limit, store=store)
+        odd, plain = ToolContext(user_id="caf\udce9"), ToolContext(user_id="cafe")
+        assert (await runner.run("work", context=odd)).is_success
+        assert (await runner.run("work", context=plain)).is_success
+        assert (await runner.run("work", context=odd)).kind == "TOOL_RUNTIME_RATE_LIMITED"
+        assert runner.stats().store == "shared"
+    finally:
+        await store.aclose()
 
 
-@in_loop
-async def test_asking_about_circuits_during_an_outage_keeps_nothing(unused_url: str) -> None:
-    """``runner.available()`` for 1,000 users during an outage makes no state for any."""
-    breaker = CircuitBreaker(failure_threshold=1, scope="api:{user_id}")
-    async with contextlib.aclosing(RedisStore(unused_url)) as store:
-        runner = ToolRunner(TOOLKIT, circuit_breaker=breaker, store=store)
-        for n in range(1000):
-            context = tdk.ToolContext(user_id=f"user{n}")
-            assert len(await runner.available(TOOLKIT, context=context)) == len(TOOLKIT)
-        assert store.status == "fallback"
-        assert store.fallback_states == 0
-
-
-# -------------------------------------------------------------------- 5. custom changes
-
-
-def increment(state: int | None, by: int) -> tuple[int, int]:
-    """A custom change: add ``by`` to a counter (JSON: a number)."""
-    total = (state or 0) + by
-    return total, total
-
-
-@in_loop
-async def test_a_custom_change_runs_on_json_state(redis_url: str) -> None:
-    """A plain function's state is stored as JSON under the mapped key."""
-    async with contextlib.aclosing(RedisStore(redis_url)) as store:
-        assert await store.update("tdk:custom:thing", increment, 2) == 2
-        assert await store.update("tdk:custom:thing", increment, 3) == 5
-        assert await store.client.get("{tdk:custom:tdk:custom:thing}") == b"5"
-        assert store.status == "shared"
-
-
-@pytest.mark.parametrize(
-    "tasks", [pytest.param(10, id="10-tasks"), pytest.param(50, id="50-tasks")]
-)
-@in_loop
-async def test_concurrent_custom_changes_are_all_counted(
-    redis_url: str, tasks: int, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Many tasks increment one counter at once: WATCH/MULTI retries the losers, and the
-    count in Redis is exact (no increment lands in per-process state, no WARNING)."""
-    caplog.set_level(logging.INFO, logger="tdk.runner")
-    async with contextlib.aclosing(RedisStore(redis_url)) as store:
-        answers = await asyncio.gather(
-            *(store.update("tdk:custom:counter", increment, 1) for _ in range(tasks))
-        )
-        assert await store.client.get("{tdk:custom:tdk:custom:counter}") == str(tasks).encode()
-        assert sorted(answers) == list(range(1, tasks + 1))
-        assert store.status == "shared"
-        assert not outage_warnings(caplog)
-
-
-@dataclasses.dataclass
-class Pair:
-    """A dataclass state."""
-
-    left: int
-    right: str
-
-
-@pytest.mark.parametrize(
-    ("state", "read_back"),
-    [
-        pytest.param({"n": 1, "tags": ["a"]}, {"n": 1, "tags": ["a"]}, id="dict"),
-        pytest.param(deque([1.5, 2.5]), [1.5, 2.5], id="deque-as-list"),
-        pytest.param((1, 2), [1, 2], id="tuple-as-list"),
-        pytest.param(frozenset({7}), [7], id="frozenset-as-list"),
-        pytest.param(Pair(1, "x"), {"left": 1, "right": "x"}, id="dataclass-as-dict"),
-        pytest.param({1: "a"}, {"1": "a"}, id="int-keys-as-text"),
-        pytest.param(None, None, id="none"),
-    ],
-)
-@in_loop
-async def test_custom_state_goes_through_json(redis_url: str, state: Any, read_back: Any) -> None:
-    """What a change stores is what JSON makes of it: the next change sees that."""
-    seen: list[Any] = []
-
-    def put(_: Any, value: Any) -> tuple[Any, str]:
-        return value, "put"
-
-    def look(current: Any) -> tuple[Any, None]:
-        seen.append(current)
-        return current, None
-
-    async with contextlib.aclosing(RedisStore(redis_url)) as store:
-        assert await store.update("tdk:custom:json", put, state) == "put"
-        await store.update("tdk:custom:json", look)
-        assert seen == [read_back]
-
-
-@in_loop
-async def test_a_state_json_cannot_hold_raises_and_writes_nothing(
-    redis_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A state with an object JSON has no rule for: ``TypeError`` from ``update`` (a bug of
-    the change, not an outage: no fallback, no WARNING), and the key stays as it was."""
-    caplog.set_level(logging.INFO, logger="tdk.runner")
-
-    def hold_object(_: Any) -> tuple[Any, str]:
-        return {"handle": object()}, "never"
-
-    async with contextlib.aclosing(RedisStore(redis_url)) as store:
-        await store.update("tdk:custom:odd", increment, 1)
-        with pytest.raises(TypeError, match="a object cannot be stored as JSON"):
-            await store.update("tdk:custom:odd", hold_object)
-        assert await store.client.get("{tdk:custom:tdk:custom:odd}") == b"1"
-        assert store.status == "shared"
-        assert not outage_warnings(caplog)
-        assert await store.update("tdk:custom:odd", increment, 1) == 2  # still usable
-
-
-@in_loop
-async def test_a_key_that_keeps_changing_raises_after_bounded_retries(
-    redis_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another client writes the key every time the change runs: after 32 conflicts in a row
-    ``update`` raises ``RuntimeError``. Contention is no outage: no fallback, no WARNING, the
-    store stays shared (and usable). Between tries, a jittered pause that doubles from 1 ms
-    up to 0.1 s."""
-    caplog.set_level(logging.INFO, logger="tdk.runner")
-    calls = []
-    pauses: list[tuple[float, float]] = []
-    uniform = random.uniform
-
-    def spy(low: float, high: float) -> float:
-        pauses.append((low, high))
-        return uniform(low, high)
-
-    monkeypatch.setattr(random, "uniform", spy)
-    with redis.Redis.from_url(redis_url) as rival:
-
-        def contested(state: int | None) -> tuple[int, int]:
-            calls.append(state)
-            rival.incr("{tdk:custom:tdk:custom:contested}")
-            return increment(state, 1)
-
-        async with contextlib.aclosing(RedisStore(redis_url)) as store:
-            with pytest.raises(RuntimeError, match="changed 32 times while this change was"):
-                await store.update("tdk:custom:contested", contested)
-            assert len(calls) == 32  # 32 tries on Redis, none in process
-            assert calls == [None, *range(1, 32)]  # each try read the rival's last write
-            assert rival.get("{tdk:custom:tdk:custom:contested}") == b"32"
-            assert pauses == [(0, min(0.001 * 2**n, 0.1)) for n in range(32)]
-            assert store.status == "shared"
-            assert not outage_warnings(caplog)
-            assert await store.update("tdk:custom:contested", increment, 1) == 33
-
-
-@in_loop
-async def test_distinct_state_keys_hold_distinct_states(redis_url: str) -> None:
-    """``update`` keys that differ only before their first ``:`` are different keys, as in
-    ``InMemoryStore``: their states must not be shared."""
-    keys = ["tdk:custom:thing", "app:custom:thing", "x:y", "tdk:state:x:y"]
-    in_memory = InMemoryStore()
-    expected = [await in_memory.update(key, increment, 1) for key in keys]
-    assert expected == [1, 1, 1, 1]
-    async with contextlib.aclosing(RedisStore(redis_url)) as store:
-        answers = [await store.update(key, increment, 1) for key in keys]
-        assert answers == expected, {key: store.key(key) for key in keys}
-
-
-# ---------------------------------------------------------------------- 6. unit tables
+# ---------------------------------------------------------------------- 4. unit tables
 
 BAD_ARGUMENTS: dict[str, tuple[dict[str, Any], type[Exception], str]] = {
     "empty-prefix": ({"prefix": ""}, ValueError, "prefix"),
@@ -1015,6 +595,15 @@ def test_a_sync_client_is_refused() -> None:
     """A synchronous ``redis.Redis`` client is no ``redis.asyncio`` one."""
     with redis.Redis() as sync_client, pytest.raises(TypeError, match="not Redis"):
         RedisStore(sync_client)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "prefix", [pytest.param("caf\udce9", id="surrogate"), pytest.param("a\nb", id="newline")]
+)
+def test_a_prefix_that_cannot_be_sent_is_refused(prefix: str) -> None:
+    """A prefix Redis could not be sent (or that breaks a log line) is refused at once."""
+    with pytest.raises(ValueError, match="prefix must be printable UTF-8 text"):
+        RedisStore("redis://127.0.0.1:1/0", prefix=prefix)
 
 
 @in_loop
@@ -1183,236 +772,82 @@ async def test_a_client_that_decodes_answers_works_too(redis_url: str) -> None:
         assert await client.get("{tdk:custom:tdk:custom:n}") == "4"
 
 
-# ---------------------------------------------- 7. the Lua scripts answer as the Python does
+# ----------------------------------------------------------- 5. one event loop after another
 
 
-class FakeClock:
-    """The in-memory side's clock: moved by the sequences' sleeps only."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+def connected_clients(port: int) -> int:
+    """How many clients the server on ``port`` has, counting the one asking."""
+    return command(port, "CLIENT", "LIST").count(b"id=")
 
 
-Op = tuple[Any, ...]
-LONG = (RateLimit(calls=2, period=60.0), CircuitBreaker(failure_threshold=2, reset_timeout=60.0))
-SHORT = (RateLimit(calls=2, period=0.3), CircuitBreaker(failure_threshold=1, reset_timeout=0.3))
-TWO_PROBES = (
-    RateLimit(calls=2, period=0.3),
-    CircuitBreaker(failure_threshold=1, reset_timeout=0.3, half_open_max_calls=2),
-)
-#: Waits answered by the two stores may differ by the real time the operations take.
-WAIT_TOLERANCE = 0.1
-
-SEQUENCES: dict[str, tuple[tuple[RateLimit, CircuitBreaker], list[Op]]] = {
-    "limiter-admits-then-waits": (LONG, [("admit",)] * 3),
-    "limiter-window-slides": (
-        SHORT,
-        [("admit",), ("admit",), ("admit",), ("sleep", 0.35), ("admit",), ("admit",), ("admit",)],
-    ),
-    "closed-success-changes-nothing": (
-        LONG,
-        [("acquire",), ("record", 0, SUCCESS), ("peek",), ("acquire",)],
-    ),
-    "closed-neutral-changes-nothing": (LONG, [("acquire",), ("record", 0, NEUTRAL), ("acquire",)]),
-    "failures-open": (
-        LONG,
-        [
-            ("acquire",),
-            ("record", 0, FAILURE),
-            ("acquire",),
-            ("record", 0, FAILURE),
-            ("acquire",),
-            ("acquire-default",),
-            ("peek",),
-        ],
-    ),
-    "success-resets-failures": (
-        LONG,
-        [("record", 0, FAILURE), ("record", 0, SUCCESS), ("record", 0, SUCCESS), ("peek",)],
-    ),
-    "stale-reports-into-an-open-circuit": (
-        LONG,
-        [
-            ("record", 0, FAILURE),
-            ("record", 0, FAILURE),
-            ("record", 0, SUCCESS),
-            ("record", 1, SUCCESS),
-            ("record", 1, FAILURE),
-            ("acquire",),
-        ],
-    ),
-    # The runner's own order: every report follows an acquire of the same store.
-    "acquired-success-resets-failures": (
-        LONG,
-        [("acquire",), ("record", 0, FAILURE), ("record", 0, SUCCESS), ("record", 0, FAILURE)],
-    ),
-    "acquired-stale-success-into-an-open-circuit": (
-        LONG,
-        [
-            ("acquire",),
-            ("record", 0, FAILURE),
-            ("record", 0, FAILURE),
-            ("record", 0, SUCCESS),
-            ("peek",),
-        ],
-    ),
-    "probe-success-closes": (
-        SHORT,
-        [
-            ("record", 0, FAILURE),
-            ("peek",),
-            ("sleep", 0.35),
-            ("peek",),
-            ("acquire",),
-            ("acquire",),
-            ("peek",),
-            ("record", 2, SUCCESS),
-            ("acquire",),
-            ("peek",),
-        ],
-    ),
-    "probe-failure-reopens": (
-        SHORT,
-        [
-            ("record", 0, FAILURE),
-            ("sleep", 0.35),
-            ("acquire-default",),
-            ("record", 2, FAILURE),
-            ("record", 2, SUCCESS),
-            ("acquire",),
-        ],
-    ),
-    "earlier-generations-cannot-close": (
-        SHORT,
-        [
-            ("record", 0, FAILURE),
-            ("sleep", 0.35),
-            ("acquire",),
-            ("record", 0, SUCCESS),
-            ("record", 1, SUCCESS),
-            ("peek",),
-            ("record", 2, SUCCESS),
-        ],
-    ),
-    "neutral-probe-lets-another-in": (
-        SHORT,
-        [
-            ("record", 0, FAILURE),
-            ("sleep", 0.35),
-            ("acquire",),
-            ("record", 2, NEUTRAL),
-            ("acquire",),
-        ],
-    ),
-    "lost-probe-expires": (
-        SHORT,
-        [
-            ("record", 0, FAILURE),
-            ("sleep", 0.35),
-            ("acquire", 0.2),
-            ("acquire", 0.2),
-            ("sleep", 0.25),
-            ("peek",),
-            ("acquire", 0.2),
-            ("record", 2, SUCCESS),
-            ("record", 3, SUCCESS),
-        ],
-    ),
-    "two-probes": (
-        TWO_PROBES,
-        [
-            ("record", 0, FAILURE),
-            ("sleep", 0.35),
-            ("acquire",),
-            ("acquire",),
-            ("acquire",),
-            ("record", 2, NEUTRAL),
-            ("acquire",),
-            ("record", 2, SUCCESS),
-            ("record", 2, SUCCESS),
-        ],
-    ),
-    # A probe's neutral report while another probe (lifetime 5 s) is out: the key must live
-    # past 2 x 0.3 s + 1 s, as long as the probe that is still out (2 x 5 s + 1 s).
-    "neutral-report-keeps-a-long-probe": (
-        TWO_PROBES,
-        [
-            ("record", 0, FAILURE),
-            ("sleep", 0.35),
-            ("acquire", 5.0),
-            ("acquire", 5.0),
-            ("record", 2, NEUTRAL),
-            ("sleep", 1.75),
-            ("acquire", 5.0),
-            ("acquire", 5.0),
-        ],
-    ),
-}
-
-
-async def apply(
-    store: InMemoryStore | RedisStore,
-    policies: tuple[RateLimit, CircuitBreaker],
-    op: Op,
-    clock: FakeClock,
-) -> Any:
-    """Run one operation of a sequence through ``store``, as the runner would."""
-    limit, breaker = policies
-    name, *rest = op
-    if name == "admit":
-        return await store.update("tdk:rate_limit:seq", admit, limit, clock())
-    if name == "acquire":
-        lifetime = rest[0] if rest else None
-        return await store.update("tdk:circuit:seq", acquire, breaker, clock, lifetime)
-    if name == "acquire-default":  # without the probe lifetime: the reset timeout
-        return await store.update("tdk:circuit:seq", acquire, breaker, clock)
-    if name == "record":
-        generation, outcome = rest
-        return await store.update("tdk:circuit:seq", record, breaker, clock, generation, outcome)
-    assert name == "peek"
-    return await store.update("tdk:circuit:seq", peek, breaker, clock)
-
-
-def alike(python: Any, lua: Any) -> bool:
-    """Equal answers; waits (floats) equal within ``WAIT_TOLERANCE`` and both zero or not."""
-    if isinstance(python, tuple) and isinstance(lua, tuple):
-        return len(python) == len(lua) and all(map(alike, python, lua))
-    if isinstance(python, float) and isinstance(lua, float):
-        return (python == 0) == (lua == 0) and abs(python - lua) <= WAIT_TOLERANCE
-    return type(python) is type(lua) and python == lua
-
-
-@pytest.mark.parametrize(
-    ("policies", "ops"),
-    [
-        pytest.param(
-            *case,
-            id=name,
-        )
-        for name, case in SEQUENCES.items()
-    ],
-)
-@in_loop
-async def test_the_scripts_answer_as_the_python_changes(
-    redis_url: str, policies: tuple[RateLimit, CircuitBreaker], ops: list[Op]
+def test_a_store_made_from_a_url_serves_one_loop_after_another(
+    redis_url: str, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The same sequence of admit/acquire/record/peek through ``InMemoryStore`` and
-    ``RedisStore`` gives the same answers, step by step (generations from 0 on both)."""
-    clock = FakeClock()
-    in_memory = InMemoryStore()
-    async with contextlib.aclosing(RedisStore(redis_url)) as store:
-        for step, op in enumerate(ops):
-            if op[0] == "sleep":
-                await asyncio.sleep(op[1])
-                clock.now += op[1]
-                continue
-            python = await apply(in_memory, policies, op, clock)
-            lua = await apply(store, policies, op, clock)
-            assert alike(python, lua), (step, op, python, lua)
-        assert store.status == "shared"
+    """``asyncio.run()`` per request with one store: every call of every loop is counted on
+    Redis, nothing falls back and nothing is logged; the connections of each loop are closed
+    when ``asyncio.run()`` ends it."""
+    caplog.set_level(logging.INFO, logger="tdk.runner")
+    store = RedisStore(redis_url)
+    runner = ToolRunner(
+        WORK_TOOLKIT, rate_limit=RateLimit(calls=100, period=60.0, scope="loops"), store=store
+    )
+    key = store.key("tdk:rate_limit:scope:loops/100/60.0")
+
+    async def request() -> tuple[list[bool], str]:
+        results = await asyncio.gather(*(runner.run("work") for _ in range(3)))
+        return [result.is_success for result in results], store.status
+
+    for _ in range(5):
+        assert asyncio.run(request()) == ([True] * 3, "shared")
+        for _ in range(200):  # (the server notices closed connections in its own time)
+            if connected_clients(redis_server.port) == 1:
+                break
+            time.sleep(0.01)
+        assert connected_clients(redis_server.port) == 1  # only the one asking
+    assert command(redis_server.port, "ZCARD", key) == b":15\r\n"
+    assert not warnings_logged(caplog)
+
+
+def test_a_client_given_and_used_from_another_event_loop_falls_back(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client given to the store is used as it is: its connections belong to the loop
+    that has ended, and calls from the next loop never raise (per-process state; one
+    WARNING)."""
+    caplog.set_level(logging.INFO, logger="tdk.runner")
+    store = RedisStore(aioredis.Redis.from_url(redis_url))
+    runner = ToolRunner(WORK_TOOLKIT, rate_limit=RateLimit(calls=50, period=1.0), store=store)
+
+    async def burst(runner: ToolRunner) -> list[bool]:
+        calls = (runner.run("work") for _ in range(5))
+        return [result.is_success for result in await asyncio.gather(*calls)]
+
+    assert asyncio.run(burst(runner)) == [True] * 5
+    assert asyncio.run(burst(runner)) == [True] * 5
+    assert outages(caplog) == 1
+    # The connections of the first loop cannot be closed from another: let them go quietly.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        del runner, store
+        gc.collect()
+
+
+def test_a_store_closed_in_one_loop_serves_the_next(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closed at the end of one loop (as it should be), the store serves the next one."""
+    caplog.set_level(logging.INFO, logger="tdk.runner")
+    store = RedisStore(redis_url)
+    runner = ToolRunner(WORK_TOOLKIT, rate_limit=RateLimit(calls=3, period=30.0), store=store)
+
+    async def two_calls() -> list[bool]:
+        try:
+            return [(await runner.run("work")).is_success for _ in range(2)]
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(two_calls()) + asyncio.run(two_calls()) == [True, True, True, False]
+    assert outages(caplog) == 0
 
 
 # ----------------------------------------------------------------------- the fixture itself
@@ -1432,3 +867,9 @@ def test_the_server_can_stop_and_start_on_its_port(redis_server: RedisServer) ->
         command(port, "PING", timeout=0.5)
     redis_server.start()
     assert redis_server.running
+
+
+def test_the_support_module_is_real(tmp_path: Path) -> None:
+    """(The servers these tests use are real: a second one answers PING on its own port.)"""
+    with running_redis(tmp_path) as second:
+        assert command(second.port, "PING") == b"+PONG\r\n"
