@@ -1,7 +1,7 @@
 """The ``tdk`` command against a module that does something to its process while imported:
-forks, ends the process with ``os._exit()``, or ignores or blocks a signal. Each module is
-written to a temp dir and run by ``python -m tdk`` in a subprocess (signals are sent to that
-process, as a terminal or a supervisor would)."""
+forks, ends the process with ``os._exit()`` or ``sys.exit()``, or ignores or blocks a signal.
+Each module is written to a temp dir and run by ``python -m tdk`` in a subprocess (signals are
+sent to that process, as a terminal or a supervisor would)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _mcp_support import (
+    SCENARIO_TIMEOUT,
+    free_port,
+)
 
 #: Bound of one command, in seconds (each takes well under one).
 COMMAND_TIMEOUT = 60
@@ -301,3 +305,71 @@ def test_a_thread_the_module_never_ends_does_not_hold_the_command(
     else:
         json.loads(done.stdout)
     assert path.with_suffix(".exited").read_text() == "exit handlers ran"
+
+
+#: A secret of the shape tdk's redaction recognises (an API key).
+TOKEN = "sk-abcdefghijklmnopqrstuvwx"
+
+
+TRANSPORTS = ["stdio", "http"]
+
+
+def serve_argv(target: Path, *extra: str) -> list[str]:
+    """The command line of ``python -m tdk serve target``."""
+    return [sys.executable, "-m", "tdk", "serve", str(target), *extra]
+
+
+IMPORT_TOOL = '''
+
+from typing import Annotated
+
+from tdk import tool
+
+
+@tool(read_only=True)
+def add(a: Annotated[int, "First."], b: Annotated[int, "Second."] = 2) -> int:
+    """Add two numbers."""
+    return a + b
+'''
+
+
+def import_time_module(folder: Path, name: str, code: str) -> Path:
+    """A tool module ``name`` in ``folder`` running ``code`` when imported."""
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(f'"""A module that misbehaves while imported."""\n\n{code}{IMPORT_TOOL}')
+    return path
+
+
+#: Ways a module exits at import, each with a token-shaped secret.
+IMPORT_EXITS = [
+    pytest.param(f'sys.exit("bye token={TOKEN}")\n', id="message-with-a-token"),
+    pytest.param(f'sys.exit("{TOKEN}")\n', id="bare-token"),
+    pytest.param(f'raise SystemExit(["{TOKEN}", {{"api_key": "{TOKEN}"}}])\n', id="in-a-list"),
+    pytest.param(f'sys.exit("failed: " + "{TOKEN} " * 50)\n', id="long"),
+]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("code", IMPORT_EXITS)
+def test_a_module_exiting_at_import(tmp_path: Path, transport: str, code: str) -> None:
+    """``tdk serve`` of a module whose import raises ``SystemExit`` with a secret ends with
+    status 1, saying so on stderr without the secret (nor a traceback)."""
+    target = import_time_module(tmp_path / "tools", "exiting_tools", f"import sys\n{code}")
+    options = ["--http", "--port", str(free_port())] if transport == "http" else []
+    done = subprocess.run(
+        serve_argv(target, *options),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=SCENARIO_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "raised SystemExit(" in done.stderr
+    assert "a tool module must not exit when imported" in done.stderr
+    assert TOKEN not in done.stderr + done.stdout
+    assert TOKEN[3:] not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""

@@ -1,12 +1,15 @@
-"""The ``tdk serve`` process: its standard streams, its deadline, its end, and who may reach it.
+"""The ``tdk serve`` process: its standard streams, its deadline, its end, who may reach it,
+and its command line.
 
 Each scenario runs ``python -m tdk serve`` in a subprocess (the SDK's ``stdio_client``
 launches it, or ``subprocess.Popen`` for raw JSON-RPC lines) against a tool module written to
 a temp dir; the client is the ``mcp`` SDK's own, or raw ``httpx`` for headers no SDK sends.
 What is promised in docs/mcp.md: a host that never reads stderr never stops the server (lines
-are dropped and counted), stdout carries JSON-RPC and nothing else, a call is bounded by a
-default deadline, the server leaves when its host has, and an address other than loopback is
-served only when asked for by name.
+are dropped and counted), stdout carries JSON-RPC and nothing else (whatever the module or its
+tools print, or do to ``sys.stdout``), a call is bounded by a default deadline, the server
+leaves when its host has and ends on SIGINT or SIGTERM (whatever a tool did to the streams), an
+address other than loopback is served only when asked for by name, and a port out of range or
+a tool file named as a package the server needs is refused before anything is served.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -32,6 +36,7 @@ import httpx
 import mcp
 import pytest
 from _mcp_support import (
+    CALL_TIMEOUT,
     HOST,
     INITIALIZE,
     INITIALIZED,
@@ -39,13 +44,18 @@ from _mcp_support import (
     SCENARIO_TIMEOUT,
     START_TIMEOUT,
     STOP_TIMEOUT,
+    Answer,
     Pipes,
     accepts,
+    attempt,
     call_request,
     can_connect,
     facts,
     free_port,
+    initialize_once,
     run,
+    stdio_session,
+    success,
 )
 from mcp import StdioServerParameters, types
 from mcp.client.stdio import stdio_client
@@ -141,6 +151,14 @@ def blocked() -> str:
     print("blocked: started", flush=True)
     time.sleep(3600)
     return "late"
+
+
+@tool(read_only=True)
+def slow(seconds: Annotated[float, "How long."]) -> str:
+    """Sleep in the body (sync: nothing can interrupt it), saying on stderr when it starts."""
+    print("slow: started", file=sys.stderr, flush=True)
+    time.sleep(seconds)
+    return "slept"
 '''
 
 #: A module whose thread, started at import and never ended (not a daemon), writes to
@@ -382,6 +400,196 @@ def test_a_thread_printing_from_the_import_on_never_reaches_the_protocol(tmp_pat
             {"result": 4},
         ]
         assert status == 0
+
+
+#: Modules that misbehave while imported, and what each prints on the way (to stderr).
+IMPORT_TIME = [
+    pytest.param(
+        "import os\nimport sys\n"
+        'print("import-time print 7c1e")\n'
+        'sys.stdout.write("import-time write 7c1e\\n")\n'
+        'os.write(1, b"import-time fd write 7c1e\\n")\n',
+        ["import-time print 7c1e", "import-time write 7c1e", "import-time fd write 7c1e"],
+        id="prints",
+    ),
+    pytest.param(
+        'import sys\nREAD = sys.stdin.read()\nprint(f"read {len(READ)} characters 7c1e")\n',
+        ["read 0 characters 7c1e"],
+        id="reads-stdin",
+    ),
+    pytest.param(
+        "import sys\nLINE = sys.stdin.buffer.readline()\n"
+        'print(f"read a line of {len(LINE)} bytes 7c1e")\n',
+        ["read a line of 0 bytes 7c1e"],
+        id="reads-a-line-of-stdin",
+    ),
+]
+IMPORT_TOOL = '''
+
+from typing import Annotated
+
+from tdk import tool
+
+
+@tool(read_only=True)
+def add(a: Annotated[int, "First."], b: Annotated[int, "Second."] = 2) -> int:
+    """Add two numbers."""
+    return a + b
+'''
+
+
+def import_time_module(folder: Path, name: str, code: str) -> Path:
+    """A tool module ``name`` in ``folder`` running ``code`` when imported."""
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(f'"""A module that misbehaves while imported."""\n\n{code}{IMPORT_TOOL}')
+    return path
+
+
+@pytest.mark.parametrize(("code", "printed"), IMPORT_TIME)
+def test_a_module_misbehaving_at_import_over_stdio(
+    tmp_path: Path, code: str, printed: list[str]
+) -> None:
+    """Over stdio, a module that prints or reads stdin at import is served: the SDK client's
+    session lists and calls its tool, nothing it printed reaches the protocol (every line the
+    client reads is JSON-RPC), it is on the server's stderr, and nothing hangs."""
+    target = import_time_module(tmp_path / "served", "import_time_tools", code)
+    log = tmp_path / "stdio.log"
+    received: list[Any] = []
+
+    async def handler(message: Any) -> None:
+        received.append(message)
+
+    async def scenario() -> tuple[list[str], Answer]:
+        async with stdio_session(target, log, message_handler=handler) as client:
+            names = [item.name for item in (await client.list_tools()).tools]
+            return names, await attempt(client, "add", {"a": 1})
+
+    names, answered = run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))  # (a hang guard)
+    assert names == ["add"]
+    assert success(answered).structured_content == {"result": 3}
+    assert [each for each in received if isinstance(each, Exception)] == []
+    stderr = log.read_text()
+    for line in printed:
+        assert line in stderr
+
+
+@pytest.mark.parametrize(("code", "printed"), IMPORT_TIME)
+def test_a_module_misbehaving_at_import_leaves_stdout_to_the_protocol(
+    tmp_path: Path, code: str, printed: list[str]
+) -> None:
+    """The same, byte for byte: stdout holds only the answer to ``initialize``, and the
+    server exits 0 when its stdin closes."""
+    target = import_time_module(tmp_path / "served", "import_time_tools", code)
+    status, out, err = initialize_once(serve_argv(target), cwd=tmp_path)
+    assert status == 0, err
+    [line] = out.decode().splitlines()
+    assert json.loads(line)["result"]["serverInfo"]["name"] == "import_time_tools"
+    for each in printed:
+        assert each in err.decode()
+        assert each not in out.decode()
+
+
+#: A tool that prints while it is called: a line, and text without a newline that Python
+#: keeps in its buffer (both would reach the client once fd 1 is the protocol's again).
+CALL_TIME_PRINTS = """import io
+import sys
+from typing import Annotated
+
+from tdk import tool
+
+{gesture}
+
+@tool(read_only=True)
+def chatty(text: Annotated[str, "Anything."]) -> str:
+    \"\"\"Print while called.\"\"\"
+    print("call-time print 7c1e")
+    sys.stdout.write("call-time write without a newline 7c1e")
+    return text
+"""
+
+
+#: What a module does to ``sys.stdout`` while it is imported, before its tool prints.
+STDOUT_GESTURES = [
+    pytest.param("", id="leaves-it"),
+    pytest.param(
+        'sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")', id="rewraps"
+    ),
+    pytest.param("sys.stdout = sys.stderr", id="swaps-to-stderr"),
+    pytest.param("sys.stdout = io.StringIO()", id="swaps-to-stringio"),
+    pytest.param("sys.stdout.close()", id="closes-it"),
+    pytest.param("sys.stdout = None", id="drops-it"),
+]
+
+
+@pytest.mark.parametrize("gesture", STDOUT_GESTURES)
+def test_what_a_tool_prints_while_called_never_reaches_the_protocol(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, gesture: str
+) -> None:
+    """Over stdio, with the SDK's client (which closes stdin, then ends the process), a tool
+    printing during its calls (a line, and buffered text without a newline) is answered, its
+    text goes to stderr, and the client never reads a line that is not JSON-RPC: what Python
+    still buffered is flushed before fd 1 is the protocol's again. The same whatever the
+    module did to ``sys.stdout`` while imported (a stdout of its own then, which the server
+    takes back)."""
+    # Buffered, as a host launches it (the SDK's default environment has no such variable).
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    target = tmp_path / "chatty_tools.py"
+    target.write_text(CALL_TIME_PRINTS.replace("{gesture}", gesture))
+    log = tmp_path / "stderr.log"
+
+    async def scenario() -> list[Any]:
+        async with stdio_session(target, log) as client:
+            return [
+                (await client.call_tool("chatty", {"text": text})).structured_content
+                for text in ("hi", "again")
+            ]
+
+    with caplog.at_level(logging.WARNING, logger="mcp"):
+        answers = run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))
+    assert answers == [{"result": "hi"}, {"result": "again"}]
+    assert not [record.getMessage() for record in caplog.records]
+    stderr = log.read_text()
+    assert stderr.count("call-time print 7c1e") == 2
+    assert stderr.count("call-time write without a newline 7c1e") == 2
+
+
+#: A module that re-wraps ``sys.stdout`` for UTF-8 when imported (a common idiom: the wrapper
+#: closes the stream it wraps once it is dropped), and a tool that raises.
+REWRAPS_STDOUT = """import io
+import sys
+from typing import Annotated
+
+from tdk import tool
+
+sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8")
+
+
+@tool(read_only=True)
+def broken(text: Annotated[str, "Anything."]) -> str:
+    \"\"\"Fail.\"\"\"
+    raise RuntimeError("broken 7c1e")
+"""
+
+
+def test_a_module_rewrapping_stdout_at_import_is_served(tmp_path: Path) -> None:
+    """Over stdio, a module that replaces ``sys.stdout`` with a wrapper of its buffer while
+    imported never wraps (and so never closes) stderr: its failing tool is answered with its
+    FATAL result, and the failure is logged on stderr."""
+    target = tmp_path / "rewrapping_tools.py"
+    target.write_text(REWRAPS_STDOUT)
+    log = tmp_path / "stderr.log"
+
+    async def scenario() -> types.CallToolResult:
+        async with stdio_session(target, log) as client:
+            return await client.call_tool("broken", {"text": "hi"})
+
+    answered = run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))
+    assert answered.is_error
+    assert facts(answered)["kind"] == "TOOL_RUNTIME_FATAL"
+    stderr = log.read_text()
+    assert "kind=TOOL_RUNTIME_FATAL tool=broken" in stderr
+    assert "closed file" not in stderr
 
 
 # -- 3. a default deadline -------------------------------------------------------------------
@@ -756,3 +964,356 @@ def test_port_80_serves_standard_clients(tools_file: Path, tmp_path: Path) -> No
     with http_server(tools_file, log, 80, "--host", address, reach=address):
         answered = run(add_over_http(f"http://{address}/mcp"))
     assert answered.structured_content == {"result": 2}
+
+
+# -- 6. a signal ----------------------------------------------------------------------------
+
+
+#: How long a signalled server may take to exit, in seconds.
+SIGNAL_EXIT_TIMEOUT = 10.0
+
+
+TRANSPORTS = ["stdio", "http"]
+
+
+def wait_until(ready: Callable[[], bool], process: subprocess.Popen[Any], log: Path) -> None:
+    """Wait (at most ``START_TIMEOUT`` s) until ``ready()``, failing if ``process`` ends."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"tdk serve ended ({process.returncode}): {log.read_text()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"tdk serve was not ready in {START_TIMEOUT} s: {log.read_text()}")
+        time.sleep(0.05)
+
+
+#: What was read of each stream past the line asked for (lines that arrived together).
+_UNREAD: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
+
+
+def read_line(stream: Any, timeout: float) -> bytes:
+    """One line of a subprocess's stdout, or b"" after ``timeout`` seconds. Read from the
+    descriptor (a buffered ``readline()`` would keep a second line where ``select`` does not
+    see it), keeping what follows the line for the next call."""
+    pending = _UNREAD.pop(stream, b"")
+    deadline = time.monotonic() + timeout
+    while b"\n" not in pending:
+        ready, _, _ = select.select([stream], [], [], max(deadline - time.monotonic(), 0))
+        chunk = os.read(stream.fileno(), 1 << 16) if ready else b""
+        if not chunk:
+            _UNREAD[stream] = pending
+            return b""
+        pending += chunk
+    line, newline, _UNREAD[stream] = pending.partition(b"\n")
+    return line + newline
+
+
+class RawSession:
+    """A raw streamable HTTP session (no SDK) whose one call runs in a thread, so that the
+    server can be signalled mid-call; every failure of the thread is kept, not raised."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client = httpx.Client(timeout=SCENARIO_TIMEOUT)
+        self.problem: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def start_call(self, name: str, arguments: dict[str, Any]) -> None:
+        """Open the session, then call ``name`` in a thread."""
+        opened = self.client.post(self.url, json=INITIALIZE, headers=RAW_HEADERS)
+        headers = {**RAW_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+        self.client.post(self.url, json=INITIALIZED, headers=headers)
+
+        def call() -> None:
+            try:
+                self.client.post(self.url, json=call_request(1, name, arguments), headers=headers)
+            except BaseException as gone:  # the server went away: expected
+                self.problem = gone
+
+        self.thread = threading.Thread(target=call, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Wait for the call's thread (the server is gone), then close the client."""
+        if self.thread is not None:
+            self.thread.join(STOP_TIMEOUT)
+        self.client.close()
+
+
+def wait_for_text(log: Path, text: str, process: subprocess.Popen[Any]) -> None:
+    """Wait until ``text`` is in ``log`` (the server's stderr)."""
+    wait_until(lambda: text in log.read_text(), process, log)
+
+
+@pytest.mark.parametrize(
+    ("sent", "status"),
+    [
+        pytest.param(signal.SIGINT, 130, id="SIGINT"),
+        pytest.param(signal.SIGTERM, 130, id="SIGTERM"),
+    ],
+)
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "mid-call"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_signal_stops_tdk_serve(
+    tools_file: Path, tmp_path: Path, transport: str, busy: bool, sent: int, status: int
+) -> None:
+    """SIGINT or SIGTERM to ``python -m tdk serve`` (stdio or ``--http``; idle, or while a
+    sync body sleeps) ends it within 10 s with status 130, and no traceback on stderr."""
+    log = tmp_path / "server.log"
+    port = free_port()
+    options = ["--http", "--port", str(port)] if transport == "http" else []
+    session: RawSession | None = None
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            serve_argv(tools_file, *options),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=tools_file.parent,
+        )
+    try:
+        if transport == "http":
+            wait_until(lambda: accepts(port), process, log)
+            if busy:
+                session = RawSession(f"http://{HOST}:{port}/mcp")
+                session.start_call("slow", {"seconds": 60})
+        else:
+            assert process.stdin is not None
+            assert process.stdout is not None
+            process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+            process.stdin.flush()
+            assert b'"id":"init"' in read_line(process.stdout, START_TIMEOUT)
+            if busy:
+                for message in (INITIALIZED, call_request(1, "slow", {"seconds": 60})):
+                    process.stdin.write(json.dumps(message).encode() + b"\n")
+                process.stdin.flush()
+        if busy:
+            wait_for_text(log, "slow: started", process)
+        process.send_signal(sent)
+        try:
+            process.wait(timeout=SIGNAL_EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"tdk serve did not exit {SIGNAL_EXIT_TIMEOUT} s after {sent!r}")
+    finally:
+        stop(process)
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
+        if session is not None:
+            session.close()
+    stderr = log.read_text()
+    assert process.returncode == status, stderr
+    assert "Traceback" not in stderr
+    assert "tdk: interrupted" in stderr
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_tdk_serve_http_in_process(
+    tools_file: Path, capsys: pytest.CaptureFixture[str], sent: int
+) -> None:
+    """``main(["serve", FILE, "--http"])`` in this process: the signal, once it serves, is
+    the server's to handle: it returns 130 with the port closed, saying ``tdk: interrupted``,
+    and leaves no handler of its own behind."""
+    port = free_port()
+    listening: list[bool] = []
+    unhandled: list[int] = []
+
+    def fallback(number: int, _frame: object) -> None:
+        # The signal reached no handler of the server's: noted, and turned into what main()
+        # answers 130 (an unhandled SIGTERM would end the test run).
+        unhandled.append(number)
+        raise KeyboardInterrupt
+
+    def signal_when_listening() -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not accepts(port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        listening.append(accepts(port))
+        os.kill(os.getpid(), sent)
+
+    previous = signal.signal(sent, fallback)
+    helper = threading.Thread(target=signal_when_listening, daemon=True)
+    try:
+        helper.start()
+        status = main(["serve", str(tools_file), "--http", "--port", str(port)])
+        helper.join(START_TIMEOUT + STOP_TIMEOUT)
+        left = signal.getsignal(sent)
+    finally:
+        signal.signal(sent, previous)
+    assert (listening, unhandled) == ([True], [])
+    assert status == 130
+    assert not accepts(port)
+    assert left is not fallback  # (the server put its own in place of the test's)
+    assert left in (signal.SIG_DFL, signal.default_int_handler)
+    err = capsys.readouterr().err
+    assert f"tdk serve: http://{HOST}:{port}/mcp" in err
+    assert "tdk: interrupted" in err
+
+
+#: Tools that leave the standard streams in a state the server's own exit must survive.
+STREAM_BREAKERS = """import sys
+
+from tdk import tool
+
+
+@tool(read_only=True)
+def drop_stdout() -> int:
+    \"\"\"Leave no sys.stdout.\"\"\"
+    sys.stdout = None
+    return 1
+
+
+@tool(read_only=True)
+def close_stdout() -> int:
+    \"\"\"Close sys.stdout.\"\"\"
+    sys.stdout.close()
+    return 1
+
+
+@tool(read_only=True)
+def drop_stderr() -> int:
+    \"\"\"Leave no sys.stderr.\"\"\"
+    sys.stderr = None
+    return 1
+"""
+
+
+@pytest.mark.parametrize("breaker", ["drop_stdout", "close_stdout", "drop_stderr"])
+def test_a_signal_stops_tdk_serve_whatever_a_tool_did_to_the_streams(
+    tmp_path: Path, breaker: str
+) -> None:
+    """Over stdio, after a tool dropped or closed ``sys.stdout`` or dropped ``sys.stderr``,
+    SIGINT still ends ``tdk serve`` within 10 s with status 130 (flushing a missing stream
+    kept it running on the SDK's stdin thread)."""
+    target = tmp_path / "stream_breakers.py"
+    target.write_text(STREAM_BREAKERS)
+    log = tmp_path / "server.log"
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            serve_argv(target), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+        )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        for message in (INITIALIZE, INITIALIZED, call_request(1, breaker, {})):
+            process.stdin.write(json.dumps(message).encode() + b"\n")
+        process.stdin.flush()
+        answers = [read_line(process.stdout, START_TIMEOUT) for _ in range(2)]
+        assert b'"id":1' in answers[1], answers
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=SIGNAL_EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"tdk serve did not exit {SIGNAL_EXIT_TIMEOUT} s after SIGINT")
+    finally:
+        stop(process)
+        for stream in (process.stdin, process.stdout):
+            stream.close()
+    assert process.returncode == 130, log.read_text()
+    assert "tdk: interrupted" in log.read_text()
+
+
+# -- 7. the command line, and the module served ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "port",
+    [
+        pytest.param("0", id="zero"),
+        pytest.param("70000", id="above-65535"),
+        pytest.param("65536", id="just-above"),
+        pytest.param("-1", id="negative"),
+        pytest.param("x", id="not-a-number"),
+        pytest.param("80.5", id="fraction"),
+    ],
+)
+@pytest.mark.parametrize("http", [True, False], ids=["http", "without-http"])
+def test_a_port_out_of_range_is_a_usage_error(
+    tools_file: Path, capsys: pytest.CaptureFixture[str], port: str, http: bool
+) -> None:
+    """``tdk serve --port`` outside 1..65535 (or no number) exits 2 as a usage error, naming
+    the option, before serving anything."""
+    argv = ["serve", str(tools_file), *(["--http"] if http else []), "--port", port]
+    with interrupted_after(CALL_TIMEOUT) as fired, pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert fired == []
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "argument --port" in err
+    assert "tdk serve: http://" not in err
+
+
+def test_a_port_in_use_is_no_usage_error(
+    tools_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port in range that another socket holds is no usage error: ``tdk serve --http``
+    ends with status 1, saying it cannot serve there."""
+    with socket.socket() as holder:
+        holder.bind((HOST, 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with interrupted_after(CALL_TIMEOUT) as fired:
+            status = main(["serve", str(tools_file), "--http", "--port", str(port)])
+    assert (status, fired) == (1, [])
+    assert f"tdk serve: cannot serve on {HOST}:{port}: " in capsys.readouterr().err
+
+
+#: Tool files named as a package ``tdk serve`` needs, and the options that need it.
+CLASHES = [
+    pytest.param("mcp", [], id="mcp-stdio"),
+    pytest.param("mcp", ["--http"], id="mcp-http"),
+    pytest.param("uvicorn", ["--http"], id="uvicorn-http"),
+]
+
+
+@pytest.mark.parametrize(("module", "options"), CLASHES)
+def test_a_tool_file_named_as_a_package_of_the_server(
+    tmp_path: Path, module: str, options: list[str]
+) -> None:
+    """``tdk serve .../mcp.py`` (or ``uvicorn.py`` with ``--http``) ends with status 1 and says
+    that the name is taken, not that the mcp package is missing; it serves nothing."""
+    target = import_time_module(tmp_path / "tools", module, 'print("imported 7c1e")\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    port = str(free_port())
+    done = subprocess.run(
+        serve_argv(target, *options, *(["--port", port] if options else [])),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        timeout=SCENARIO_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "needs the mcp package" not in done.stderr
+    assert f"cannot import {target}" in done.stderr
+    assert f"as module '{module}': that name is already used by" in done.stderr
+    assert "rename the file" in done.stderr
+    assert "imported 7c1e" not in done.stdout
+
+
+def test_a_tool_file_named_mcp_in_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same through ``main()`` in this process (where the SDK is already imported):
+    status 1, and the clash is what stderr says."""
+    target = import_time_module(tmp_path / "tools", "mcp", "")
+    assert main(["serve", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert "needs the mcp package" not in err
+    assert "as module 'mcp': that name is already used by" in err
+
+
+def test_http_serve_without_uvicorn(
+    tools_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tdk serve --http`` where uvicorn cannot be imported ends with status 1, saying so on
+    stderr, before loading the module."""
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    status = main(["serve", str(tools_file), "--http", "--port", str(free_port())])
+    assert status == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tdk serve: ")
+    assert "uvicorn" in err

@@ -3,7 +3,9 @@
 its modes (the modern direct dispatch and the legacy JSON-RPC stream).
 
 The client checks every structured result against the ``outputSchema`` it listed, so each
-success that comes back whole is also a check of the wrapping of non-object outputs.
+success that comes back whole is also a check of the wrapping of non-object outputs (and of
+output models with aliases). What fails is that call's result, and the session goes on: a value
+the output schema does not describe, a ``context=`` function or a state store that fails.
 """
 
 from __future__ import annotations
@@ -11,19 +13,34 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import jsonschema
 import mcp
 import pytest
-from _mcp_support import Held, run, text_of
+from _mcp_support import (
+    Answer,
+    Held,
+    attempt,
+    facts,
+    failure,
+    in_memory,
+    run,
+    run_contained,
+    success,
+    text_of,
+)
 from mcp import types
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
 
 from tdk import ToolContext, Toolkit, ToolResult, ToolRunner, __version__, tool
 from tdk.errors import ErrorInfo, ErrorKind, RetryableToolError, UpstreamRateLimitError
 from tdk.hosts import mcp as tdk_mcp
+from tdk.runner import CircuitBreaker, InMemoryStore, RateLimit
 
 T = TypeVar("T")
 
@@ -397,6 +414,206 @@ def test_failure_table(name: str, arguments: dict[str, Any], facts: dict[str, An
         assert wire["isError"] is True
 
 
+# -- outputs: models with aliases, and values the output schema does not describe -----------
+
+
+class Listing(BaseModel):
+    """A file, its fields camel-cased on the wire."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    file_name: str
+    byte_count: int
+
+
+class Tagged(BaseModel):
+    """A field whose name is no identifier."""
+
+    kind_of: str = Field(alias="kind-of")
+    plain: int = 0
+
+
+class SerialisedAs(BaseModel):
+    """A field renamed on the way out only."""
+
+    created_at: str = Field(serialization_alias="createdAt")
+
+
+class Folder(BaseModel):
+    """Aliased models inside an aliased model."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    folder_name: str
+    first_file: Listing
+    tagged_items: list[Tagged]
+
+
+@tool(read_only=True)
+def listing_of(name: Annotated[str, "The file."]) -> Listing:
+    """One file."""
+    return Listing(file_name=name, byte_count=len(name))
+
+
+@tool(read_only=True)
+def tagged() -> Tagged:
+    """A tagged item."""
+    return Tagged.model_validate({"kind-of": "pdf", "plain": 1})
+
+
+@tool(read_only=True)
+def stamped() -> SerialisedAs:
+    """A stamp."""
+    return SerialisedAs(created_at="2024-01-01")
+
+
+@tool(read_only=True)
+def folder() -> Folder:
+    """A folder."""
+    return Folder(
+        folder_name="docs",
+        first_file=Listing(file_name="a.txt", byte_count=5),
+        tagged_items=[Tagged.model_validate({"kind-of": "txt"})],
+    )
+
+
+@tool(read_only=True)
+def listings() -> list[Listing]:
+    """Every file (a list: wrapped as ``{"result": ...}``)."""
+    return [Listing(file_name="a.txt", byte_count=5)]
+
+
+@tool(read_only=True)
+def listing_from_dict() -> Listing:
+    """A file, returned as a dict by field name."""
+    return {"file_name": "b.txt", "byte_count": 2}  # type: ignore[return-value]
+
+
+ALIASED = [listing_of, tagged, stamped, folder, listings, listing_from_dict]
+#: Each tool, its arguments, the value a host gets (by alias, as the schema names its fields)
+#: and whether it goes out wrapped as ``{"result": ...}``.
+ALIAS_CASES = [
+    pytest.param(
+        "listing_of",
+        {"name": "a.txt"},
+        {"fileName": "a.txt", "byteCount": 5},
+        False,
+        id="alias-generator",
+    ),
+    pytest.param("tagged", {}, {"kind-of": "pdf", "plain": 1}, False, id="field-alias"),
+    pytest.param("stamped", {}, {"createdAt": "2024-01-01"}, False, id="serialization-alias"),
+    pytest.param(
+        "folder",
+        {},
+        {
+            "folderName": "docs",
+            "firstFile": {"fileName": "a.txt", "byteCount": 5},
+            "taggedItems": [{"kind-of": "txt", "plain": 0}],
+        },
+        False,
+        id="nested",
+    ),
+    pytest.param("listings", {}, [{"fileName": "a.txt", "byteCount": 5}], True, id="wrapped-list"),
+    pytest.param(
+        "listing_from_dict",
+        {},
+        {"fileName": "b.txt", "byteCount": 2},
+        False,
+        id="returned-as-dict",
+    ),
+]
+ALIAS_FIELDS = ("name", "arguments", "value", "wrapped")
+
+
+def top_level_properties(schema: dict[str, Any]) -> set[str]:
+    """The property names of an object schema (through a top-level ``$ref``)."""
+    if "$ref" in schema:
+        schema = schema["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    return set(schema["properties"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(ALIAS_FIELDS, ALIAS_CASES)
+def test_aliased_output_over_the_client(
+    mode: str, name: str, arguments: dict[str, Any], value: Any, wrapped: bool
+) -> None:
+    """An output model with aliases goes out by alias: the names its listed
+    ``outputSchema`` gives, which the client validates it against (and accepts)."""
+    kit = Toolkit("aliased", ALIASED)
+
+    async def body(client: mcp.Client) -> tuple[types.Tool, Answer]:
+        [listed] = [item for item in (await client.list_tools()).tools if item.name == name]
+        return listed, await attempt(client, name, arguments)
+
+    listed, answered = run(in_memory(tdk_mcp.server(kit), mode, body))
+    got = success(answered).structured_content
+    assert got == ({"result": value} if wrapped else value)
+    assert listed.output_schema is not None
+    assert set(got) == top_level_properties(listed.output_schema)
+    jsonschema.validate(got, listed.output_schema)
+    assert json.loads(text_of(answered)) == value
+
+
+@pytest.mark.parametrize(ALIAS_FIELDS, ALIAS_CASES)
+def test_aliased_output_of_run_sync(
+    name: str, arguments: dict[str, Any], value: Any, wrapped: bool
+) -> None:
+    """``tool.run_sync()`` serialises the value by alias too, as its output schema says."""
+    item = Toolkit("aliased", ALIASED).get(name)
+    outcome = item.run_sync(arguments)
+    assert outcome.is_success, outcome.error
+    assert outcome.value == value
+    jsonschema.validate(outcome.value, item.definition.output_schema)
+
+
+OBJECT = WithJsonSchema({"type": "object"})
+
+
+@tool(read_only=True)
+def numbers() -> Annotated[list[int], OBJECT]:
+    """Numbers, declared as an object."""
+    return [1, 2]
+
+
+@tool(read_only=True)
+def word() -> Annotated[str, OBJECT]:
+    """A word, declared as an object."""
+    return "hello"
+
+
+@tool(read_only=True)
+def count() -> Annotated[int, OBJECT]:
+    """A count, declared as an object."""
+    return 3
+
+
+@tool(read_only=True)
+def nothing() -> Annotated[int | None, OBJECT]:
+    """Nothing, declared as an object."""
+    return None
+
+
+LIARS = [numbers, word, count, nothing]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("liar", [pytest.param(each, id=each.name) for each in LIARS])
+def test_a_value_that_is_not_the_object_declared(mode: str, liar: Any) -> None:
+    """A tool whose output schema says "object" and whose value is none is that call's
+    ``TOOL_RUNTIME_BAD_OUTPUT_VALUE`` result, not a protocol error; the session goes on."""
+    kit = Toolkit("liars", [*LIARS, double])
+
+    async def body(client: mcp.Client) -> tuple[Answer, Answer]:
+        return await attempt(client, liar.name, {}), await attempt(client, "double", {"n": 4})
+
+    answered, after = run(in_memory(tdk_mcp.server(kit), mode, body))
+    failure(answered, "TOOL_RUNTIME_BAD_OUTPUT_VALUE")
+    assert success(after).structured_content == {"result": 8}
+    shaped = tdk_mcp.result(liar.run_sync(), definition=liar.definition)
+    assert shaped.is_error is True
+    assert facts(shaped)["kind"] == "TOOL_RUNTIME_BAD_OUTPUT_VALUE"
+
+
 # -- server() arguments ----------------------------------------------------------------------
 
 
@@ -631,6 +848,109 @@ def test_a_context_function_is_called_once_per_call(mode: str) -> None:
     assert len(made) == 3
 
 
+def context_raises() -> ToolContext:
+    """A context function that fails, its message holding the secret."""
+    raise RuntimeError(f"the vault refused key {SECRET}")
+
+
+def context_of_a_dict() -> Any:
+    """A context function returning a dict (with the secret), not a ``ToolContext``."""
+    return {"user_id": "ada", "secrets": {"WX_KEY": SECRET}}
+
+
+def context_exits() -> ToolContext:
+    """A context function that calls ``sys.exit`` with the secret."""
+    sys.exit(f"no context for {SECRET}")
+
+
+def context_interrupted() -> ToolContext:
+    """A context function interrupted."""
+    raise KeyboardInterrupt(SECRET)
+
+
+async def context_async_raises() -> ToolContext:
+    """An ``async def`` context function that fails."""
+    await asyncio.sleep(0)
+    raise LookupError(f"no session for {SECRET}")
+
+
+def context_none() -> ToolContext | None:
+    """A context function with no context to give."""
+    return None
+
+
+async def context_async() -> ToolContext:
+    """An ``async def`` context function (awaited)."""
+    await asyncio.sleep(0)
+    return ToolContext(user_id="async-user")
+
+
+def context_plain() -> ToolContext:
+    """A context function as documented."""
+    return ToolContext(user_id="plain-user")
+
+
+#: Each ``context=`` function, and what ``whoami`` answers with it (None: a fatal failure).
+CONTEXTS = [
+    pytest.param(context_raises, None, id="raises"),
+    pytest.param(context_of_a_dict, None, id="returns-a-dict"),
+    pytest.param(context_exits, None, id="calls-sys-exit"),
+    pytest.param(context_interrupted, None, id="keyboard-interrupt"),
+    pytest.param(context_async_raises, None, id="async-raises"),
+    pytest.param(context_none, "None", id="returns-none"),
+    pytest.param(context_async, "async-user", id="async-def"),
+    pytest.param(context_plain, "plain-user", id="returns-a-context"),
+]
+
+
+def first_call_only(function: Callable[[], Any]) -> Callable[[], Any]:
+    """A context function that is ``function`` for the first call, then a good one."""
+    made: list[int] = []
+
+    def context() -> Any:
+        made.append(1)
+        return function() if len(made) == 1 else ToolContext(user_id="next-user")
+
+    return context
+
+
+def assert_nowhere(secret: str, answers: list[Answer], caplog: pytest.LogCaptureFixture) -> None:
+    """``secret`` is in no answer (content and ``_meta``) and no log record."""
+    for answer in answers:
+        assert isinstance(answer, types.CallToolResult), answer
+        assert secret not in answer.model_dump_json(by_alias=True)
+    assert secret not in caplog.text
+    for record in caplog.records:
+        assert secret not in record.getMessage()
+        assert secret not in (record.exc_text or "")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("function", "expected"), CONTEXTS)
+def test_a_context_function_table(
+    mode: str,
+    function: Callable[[], Any],
+    expected: str | None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``server(context=function)``: one that fails, returns a non-context or exits gives
+    that call's ``TOOL_RUNTIME_FATAL`` result, whose content, ``_meta`` and log show none of
+    its secret; None is no context; an ``async def`` one is awaited. The next call works."""
+    caplog.set_level(logging.DEBUG)
+    server = tdk_mcp.server(Toolkit("contexts", [whoami]), context=first_call_only(function))
+
+    async def body(client: mcp.Client) -> list[Answer]:
+        return [await attempt(client, "whoami", {}), await attempt(client, "whoami", {})]
+
+    answered, after = run_contained(in_memory(server, mode, body))
+    if expected is None:
+        failure(answered, "TOOL_RUNTIME_FATAL")
+    else:
+        assert success(answered).structured_content == {"result": expected}
+    assert success(after).structured_content == {"result": "next-user"}
+    assert_nowhere(SECRET, [answered, after], caplog)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_calls_go_through_the_runner_given(mode: str) -> None:
     """The runner given runs the calls: its statistics count them."""
@@ -717,6 +1037,75 @@ def test_a_call_given_up_by_its_client_frees_its_slot(mode: str, how: str) -> No
     assert follow.is_error is False
     assert follow.structured_content == {"result": "next"}
     assert gate.ended == ["cancelled", "done"]
+
+
+class BrokenStore:
+    """A state store that raises ``error`` while ``broken``, then keeps state in memory."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.broken = True
+        self.updates = 0
+        self._inner = InMemoryStore()
+
+    async def update(self, key: str, change: Callable[..., tuple[Any, Any]], *args: Any) -> Any:
+        """Fail, or apply ``change`` in memory."""
+        self.updates += 1
+        if self.broken:
+            raise self.error
+        return await self._inner.update(key, change, *args)
+
+
+@tool(read_only=True)
+def double(n: Annotated[int, "A number."]) -> int:
+    """Double a number."""
+    return 2 * n
+
+
+#: What a store raises (with the secret in its message).
+STORE_ERRORS = [
+    pytest.param(ConnectionError, id="connection-error"),
+    pytest.param(OSError, id="os-error"),
+    pytest.param(RuntimeError, id="runtime-error"),
+    pytest.param(TimeoutError, id="timeout-error"),
+]
+#: The policies that keep state in the store.
+STORE_POLICIES = [
+    pytest.param({"rate_limit": RateLimit(calls=5, period=1.0)}, id="rate-limit"),
+    pytest.param({"circuit_breaker": CircuitBreaker()}, id="circuit-breaker"),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("policies", STORE_POLICIES)
+@pytest.mark.parametrize("error", STORE_ERRORS)
+def test_a_failing_state_store(
+    mode: str,
+    policies: dict[str, Any],
+    error: type[Exception],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A ``StateStore`` whose ``update`` raises makes the call a ``TOOL_RUNTIME_FATAL``
+    result (its message's secret nowhere); the server keeps serving: it lists its tools, and
+    calls succeed once the store answers again."""
+    caplog.set_level(logging.DEBUG)
+    kit = Toolkit("stored", [double])
+    store = BrokenStore(error(f"the store at 10.0.0.5 refused key {SECRET}"))
+    runner = ToolRunner(kit, store=store, **policies)
+
+    async def body(client: mcp.Client) -> tuple[list[Answer], list[str]]:
+        broken = await attempt(client, "double", {"n": 2})
+        store.broken = False
+        names = [item.name for item in (await client.list_tools()).tools]
+        return [broken, await attempt(client, "double", {"n": 3})], names
+
+    server = tdk_mcp.server(kit, runner=runner)
+    (broken, after), names = run_contained(in_memory(server, mode, body))
+    assert store.updates >= 2  # the store was asked, for both calls
+    failure(broken, "TOOL_RUNTIME_FATAL")
+    assert names == ["double"]
+    assert success(after).structured_content == {"result": 6}
+    assert_nowhere(SECRET, [broken, after], caplog)
 
 
 # -- context_from_environment() --------------------------------------------------------------

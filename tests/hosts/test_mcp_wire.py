@@ -486,7 +486,7 @@ def test_a_message_that_cannot_be_written_costs_only_itself(
     """Over stdio, an answer whose JSON cannot be made (here ``initialize``'s, for a server
     given a name holding a lone surrogate) is answered as an internal error of its request,
     logged, and the server goes on answering."""
-    kit = Toolkit.from_path(Path(__file__).with_name("_mcp_misbehaving_tools.py"))
+    kit = Toolkit.from_path(Path(__file__).with_name("_transport_tools.py"))
     ping = {"jsonrpc": "2.0", "id": "after", "method": "ping"}
     with Pipes([INITIALIZE, ping]) as pipes:
         monkeypatch.setattr(sys, "stdin", pipes.stdin)

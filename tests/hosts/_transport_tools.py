@@ -1,10 +1,9 @@
-"""Tools that misbehave, for ``tests/test_mcp_misbehaving.py``: copied to a temp dir, served
-there by ``tdk serve`` in subprocesses (stdio and HTTP) and loaded in process with
+"""Tools served over every transport by ``tests/hosts/test_mcp_transports.py``: copied to a temp
+dir, served there by ``tdk serve`` in subprocesses (stdio and HTTP) and loaded in process with
 ``Toolkit.from_path``.
 
 They return text that is not valid UTF-8 (names as ``os.listdir`` gives them for bytes that
-are not: lone surrogates, by ``surrogateescape``), exit or are interrupted in their body, or
-take a while, so that a signal reaches the server mid-call.
+are not: lone surrogates, by ``surrogateescape``), or exit or are interrupted in their body.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel
@@ -93,11 +91,3 @@ async def bail_async(how: Annotated[How, "How to stop."]) -> str:
 def add(a: Annotated[int, "First."], b: Annotated[int, "Second."] = 2) -> int:
     """Add two numbers."""
     return a + b
-
-
-@tool(read_only=True)
-def slow(seconds: Annotated[float, "How long."]) -> str:
-    """Sleep in the body (sync: nothing can interrupt it), saying on stderr when it starts."""
-    print("slow: started", file=sys.stderr, flush=True)
-    time.sleep(seconds)
-    return "slept"
