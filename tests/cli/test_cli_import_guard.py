@@ -15,10 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _mcp_support import (
-    SCENARIO_TIMEOUT,
-    free_port,
-)
+from _mcp_support import SCENARIO_TIMEOUT, free_port
 
 #: Bound of one command, in seconds (each takes well under one).
 COMMAND_TIMEOUT = 60

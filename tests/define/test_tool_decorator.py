@@ -433,3 +433,15 @@ def test_side_effect_marks(marks: dict[str, bool], expected: tuple[bool, ...]) -
     assert act.definition.model_dump()["annotations"] == dict(
         zip(("read_only", "idempotent", "destructive", "open_world"), expected, strict=True)
     )
+
+
+def test_a_tool_timeout_beyond_any_float_is_a_definition_problem() -> None:
+    """``@tool(timeout=10**5000)`` is an invalid-timeout problem, whose text names the value."""
+    with pytest.raises(ToolDefinitionError) as caught:
+
+        @tool(timeout=10**5000)
+        def forever() -> int:
+            """Never time out."""
+            return 1
+
+    assert "an int of 16610 bits" in caught.value.message

@@ -13,6 +13,8 @@ import dataclasses
 import datetime as dt
 import enum
 import inspect
+import json
+import math
 import uuid
 from decimal import Decimal
 from pathlib import PurePosixPath
@@ -21,6 +23,7 @@ from typing import Annotated, Any, Literal, NotRequired, Optional, Union
 import annotated_types
 import jsonschema
 import pytest
+from _bounded import run_bounded
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field, StringConstraints, ValidationError
 from typing_extensions import TypedDict
@@ -635,3 +638,24 @@ def test_local_classes_resolve_with_postponed_annotations() -> None:
         "text": {"type": "string"}
     }
     assert _call(search, {"query": {"text": "x"}}) == Query(text="x")
+
+
+def test_defaults_json_cannot_carry_stay_out_of_the_schema() -> None:
+    """A default of NaN, or of an integer too long to write out, is left out of the schema (as
+    pydantic leaves out a default it cannot render): a host can write the schema as JSON."""
+
+    @tool
+    def odd_defaults(
+        n: Annotated[int | None, "A number."] = 10**5000,
+        x: Annotated[float, "A ratio."] = math.nan,
+        k: Annotated[int, "A plain default."] = 3,
+    ) -> int:
+        """Accept odd defaults."""
+        return k
+
+    properties = odd_defaults.definition.input_schema["properties"]
+    assert "default" not in properties["n"]
+    assert "default" not in properties["x"]
+    assert properties["k"]["default"] == 3
+    json.dumps(odd_defaults.definition.model_dump(mode="json"), allow_nan=False)
+    assert run_bounded(odd_defaults.run({})).value == 3

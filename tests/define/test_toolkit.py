@@ -580,3 +580,20 @@ def test_loaded_tools_are_tools(tmp_path: Path) -> None:
     toolkit = Toolkit.from_path(_write(tmp_path / f"{name}.py", GOOD_TOOL.format(name="w")))
     assert all(isinstance(t, Tool) for t in toolkit)
     assert sys.modules[name].w is toolkit.get("w")
+
+
+@pytest.mark.parametrize(
+    "raised", ["GeneratorExit", "asyncio.CancelledError", "type('Odd', (BaseException,), {})"]
+)
+def test_a_module_raising_a_base_exception_is_a_load_error(
+    tmp_path: Path, raised: str, request: pytest.FixtureRequest
+) -> None:
+    """A module that raises a BaseException other than an exit or an interrupt while it is
+    imported is a ToolkitLoadError, as any other exception is."""
+    name = f"hostile_import_{request.node.callspec.id.replace('-', '_').replace('.', '_')}"
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    path = tmp_path / f"{name}.py"
+    path.write_text(f"import asyncio\nraise {raised}()\n")
+    with pytest.raises(ToolkitLoadError) as caught:
+        Toolkit.from_path(path)
+    assert "could not import module" in caught.value.message

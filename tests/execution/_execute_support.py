@@ -1,4 +1,4 @@
-"""Tools, models and helpers shared by the ``test_execute_*`` files."""
+"""Tools, models and helpers shared by the tests of ``tests/execution/``."""
 
 from __future__ import annotations
 
@@ -106,3 +106,9 @@ def liar() -> int:
 
 def run(t: Tool[..., Any], arguments: Any = None, **options: Any) -> ToolResult:
     return asyncio.run(t.run(arguments, **options))
+
+
+@tool
+def echo_number(n: Annotated[int, "A number."]) -> int:
+    """Return the number."""
+    return n

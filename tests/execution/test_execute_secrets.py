@@ -1,23 +1,32 @@
-"""Running tools without leaking: stack traces, redaction of secrets, and logging."""
+"""Running tools without leaking: stack traces, redaction of secrets (in every escaped form an
+echo may write them), and logging (one line per failure, a handler that fails costs no
+result)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import html
 import json
 import logging
+import re
 import weakref
-from typing import Annotated, Any, ClassVar
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Final
+from urllib.parse import quote
 
 import httpx
 import pytest
+from _bounded import run_bounded
 from _execute_support import (
     add,
+    echo_number,
     liar,
     run,
 )
 from pydantic import Field
 
+import tdk.http
 from tdk import Tool, ToolContext, Toolkit, tool
 from tdk.errors import (
     ErrorKind,
@@ -215,6 +224,128 @@ def test_a_secret_used_as_a_details_key_is_redacted() -> None:
     }
 
 
+def test_a_secret_in_a_long_key_of_details_is_redacted_whole() -> None:
+    """A context secret in the text of a non-string key of details, past its 200th
+    character, is redacted whole (the key is not cut before the redaction sees it)."""
+    secret = "tok-4f9a1c7e2b8d6a3f0e5c"
+
+    @tool
+    def raises(context: ToolContext) -> int:
+        """Raise with a long tuple key."""
+        raise RetryableToolError("Try again.", details={("x" * 190, secret): "value"})
+
+    error = run_bounded(raises.run({}, context=ToolContext(secrets={"api": secret}))).error
+    assert error is not None
+    (key,) = error.details
+    assert secret[:4] not in key
+    assert secret[-4:] not in key
+    assert "[REDACTED]" in key
+
+
+def test_header_pairs_in_details_lose_their_credentials() -> None:
+    """``details={"h": list(headers.items())}`` keeps the header names and loses the key."""
+    key = "k-1234567890abcdef"
+
+    @tool
+    def raises() -> int:
+        """Raise with the request's headers in the details."""
+        headers = {"x-api-key": key, "accept": "application/json"}
+        raise RetryableToolError("Try again.", details={"h": list(headers.items())})
+
+    result = run_bounded(raises.run({}))
+    assert result.error is not None
+    assert result.error.details["h"] == [
+        ["x-api-key", "[REDACTED]"],
+        ["accept", "application/json"],
+    ]
+    assert key not in json.dumps(result.to_dict())
+
+
+_ECHOES: Final[dict[str, Callable[[str], BaseException]]] = {
+    "repr": KeyError,
+    "repr-in-text": lambda value: KeyError(f"it's {value}"),
+    "json": lambda value: ValueError(json.dumps({"detail": f"bad {value}"})),
+    "php-json": lambda value: ValueError(json.dumps(value).replace("/", "\\/")),
+    "go-json": lambda value: ValueError(_go_json(value)),
+    "html": lambda value: ValueError(f"<p>{html.escape(value)}</p>"),
+    "url-lower-hex": lambda value: ValueError(re.sub("%[0-9A-F]{2}", _lower, quote(value))),
+    "bytes-repr": lambda value: ValueError(repr(value.encode())),
+}
+
+
+def _go_json(value: str) -> str:
+    """What Go's ``encoding/json`` writes by default (HTML characters escaped)."""
+    escaped = json.dumps(value, ensure_ascii=False)
+    return escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _lower(escape: re.Match[str]) -> str:
+    return escape[0].lower()
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "Xy7\\kLm9PqR2sT5v",
+        "Xy7\"kLm9'PqR2sT5v",
+        "Xy7\nkLm9PqR2sT5v",
+        "Xy7'kLm9\\PqR2sT5v",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYkLm9KEY",
+        "pa55&w0rd<kLm9>xyz",
+        "caf\u00e9-kLm9-s3cr3t",
+    ],
+    ids=[
+        "backslash",
+        "both-quotes",
+        "newline",
+        "quote-and-backslash",
+        "slashes",
+        "amp-lt-gt",
+        "accent",
+    ],
+)
+@pytest.mark.parametrize("how", list(_ECHOES))
+def test_a_context_secret_is_scrubbed_in_its_escaped_forms(secret: str, how: str) -> None:
+    """A context secret with characters that writers escape, shown escaped (as ``repr()``
+    writes it in a ``KeyError``, as PHP's, Go's or Python's JSON, HTML or a URL write it in an
+    upstream's echo), is scrubbed too."""
+
+    @tool
+    def fails(context: ToolContext) -> int:
+        """Fail with the secret in the text, escaped."""
+        raise _ECHOES[how](context.secrets["api"])
+
+    error = run_bounded(fails.run({}, context=ToolContext(secrets={"api": secret}))).error
+    assert error is not None
+    shown = f"{error.message}\n{error.developer_message}\n{json.dumps(error.details)}"
+    assert "kLm9" not in shown, shown
+
+
+@pytest.mark.parametrize(
+    "secret", ["tok|en value-123456", "tok{en}^[x]`é-123456", "100%-sure|token value"]
+)
+def test_a_secret_in_a_url_path_is_scrubbed_as_httpx_encodes_it(secret: str) -> None:
+    """A context secret in a URL path leaves no trace in whatever form httpx writes it there
+    (it leaves ``|^[]`` as they are and encodes spaces, braces and non-ASCII)."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"message": f"no bot {request.url.raw_path!r}"})
+
+    @tool
+    def calls(context: ToolContext) -> int:
+        """Call an API with the secret in the path."""
+        with tdk.http.install(httpx.Client(transport=httpx.MockTransport(upstream))) as client:
+            client.get(f"https://api.example.com/bot{context.get_secret('BOT')}/getMe")
+        return 1
+
+    result = run_bounded(calls.run({}, context=ToolContext(secrets={"BOT": secret})))
+    text = json.dumps(result.to_dict())
+    assert result.error is not None
+    assert result.error.details["url"] == "https://api.example.com/bot[REDACTED]/getMe"
+    encoded = httpx.URL(f"https://h/{secret}").raw_path.decode()[1:]
+    assert encoded not in text
+
+
 def test_a_context_that_is_not_a_tool_context_is_refused() -> None:
     """A wrong ``context=`` is the caller's bug, reported as such, before the call runs."""
     with pytest.raises(TypeError, match="context must be a ToolContext or None, not dict"):
@@ -327,6 +458,56 @@ def test_unknown_tool_name_cannot_forge_log_lines(caplog: pytest.LogCaptureFixtu
     (record,) = [r for r in caplog.records if r.name == "tdk"]
     assert "\n" not in record.getMessage()
     assert 'tool="nope\\nWARNING' in record.getMessage()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("search\u2028WARNING tdk: forged", id="line-separator"),
+        pytest.param("search\x85WARNING tdk: forged", id="next-line"),
+        pytest.param("exe.\u202etxt", id="right-to-left-override"),
+    ],
+)
+def test_an_unknown_tool_name_cannot_split_or_reorder_the_log_line(
+    caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    """A name the model made up, repeated in the failure's log record, leaves it one line
+    with nothing hidden: what would split the line or reorder its text is escaped."""
+    toolkit = Toolkit("hostile", [echo_number])
+    with caplog.at_level(logging.WARNING, logger="tdk"):
+        result = run_bounded(toolkit.run(name, {}))
+    assert result.kind is ErrorKind.TOOL_NOT_FOUND
+    [record] = [r for r in caplog.records if r.name == "tdk"]
+    line = record.getMessage()
+    assert len(line.splitlines()) == 1
+    assert not set(line) & {"\u2028", "\x85", "\u202e"}
+
+
+class _ExplodingHandler(logging.Handler):
+    """A handler that fails outright (as logging's own error report does when stderr is
+    closed: ``ValueError: I/O operation on closed file``)."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        raise ValueError("I/O operation on closed file.")
+
+
+def test_a_failing_log_handler_never_costs_a_call_its_result() -> None:
+    """The failure's record goes to a handler that raises: the call still returns its
+    result (execute's promise: only the caller's cancellation and exits escape)."""
+
+    @tool
+    async def fails() -> int:
+        """Fail."""
+        raise RuntimeError("boom")
+
+    handler = _ExplodingHandler()
+    tdk_logger = logging.getLogger("tdk")
+    tdk_logger.addHandler(handler)
+    try:
+        result = run_bounded(fails.run({}))
+    finally:
+        tdk_logger.removeHandler(handler)
+    assert result.kind is ErrorKind.TOOL_RUNTIME_FATAL
 
 
 @pytest.mark.parametrize("status", [302, 404], ids=["redirect", "not-found"])

@@ -1,13 +1,21 @@
-"""Running tools, arguments and return values: what succeeds, and bad input and output."""
+"""Running tools, arguments and return values: what succeeds, and bad input and output (values
+JSON cannot carry, arguments that cannot be read, floods of unknown keys), and the options of
+``run()`` itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Annotated, Any
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Final, Union
 
 import pytest
+from _bounded import run_bounded
 from _execute_support import (
     add,
+    echo_number,
     find,
     items,
     liar,
@@ -19,10 +27,21 @@ from _execute_support import (
     search,
     when,
 )
-from pydantic import AfterValidator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    WithJsonSchema,
+    WrapSerializer,
+    computed_field,
+    model_serializer,
+)
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError, core_schema
+from typing_extensions import TypedDict
 
-from tdk import Tool, ToolContext, tool
+from tdk import Tool, ToolContext, Toolkit, ToolRunner, tool
 from tdk.errors import (
     ErrorCategory,
     ErrorKind,
@@ -253,3 +272,365 @@ def test_custom_validator_messages_are_not_forwarded() -> None:
     assert result.error is not None
     assert "'text' is not valid (value_error)" in result.error.message
     assert "SECRET" not in json.dumps(result.error.to_dict())
+
+
+# -- values JSON cannot carry ---------------------------------------------------------------
+
+
+class Reading(BaseModel):
+    """A reading."""
+
+    value: float
+
+
+class Row(TypedDict):
+    """A row."""
+
+    id: int
+
+
+@dataclasses.dataclass
+class Spot:
+    """A dataclass."""
+
+    x: int
+
+
+class Open(BaseModel):
+    """A model that keeps keys it does not declare, on purpose."""
+
+    model_config = ConfigDict(extra="allow")
+
+    a: int
+
+
+class Table(TypedDict):
+    """A table."""
+
+    rows: list[Row]
+
+
+def _cycle() -> list[Any]:
+    items: list[Any] = []
+    items.append(items)
+    return items
+
+
+def _deep() -> list[Any]:
+    items: list[Any] = []
+    for _ in range(100_000):
+        items = [items]
+    return items
+
+
+BAD_OUTPUTS = [
+    pytest.param(int, lambda: 10**5000, id="int-beyond-the-str-limit"),
+    pytest.param(float, lambda: math.nan, id="nan"),
+    pytest.param(list[float], lambda: [1.0, math.inf], id="infinity-in-a-list"),
+    pytest.param(Reading, lambda: Reading(value=math.nan), id="nan-in-a-model"),
+    pytest.param(dict[str, Any], lambda: {"x": -math.inf}, id="infinity-under-any"),
+    pytest.param(list[Any], lambda: [10**5000], id="huge-int-under-any"),
+    pytest.param(list[Any], _cycle, id="cycle"),
+    pytest.param(list[Any], _deep, id="too-deep"),
+    pytest.param(bytes, lambda: b"\xff\xfe", id="bytes-not-utf8"),
+    pytest.param(Row, lambda: {"id": 1, "extra": "dropped?"}, id="typeddict-extra-key"),
+    pytest.param(Table, lambda: {"rows": [{"id": 1, "x": 2}]}, id="nested-typeddict-extra-key"),
+    pytest.param(Reading, lambda: {"value": 1.0, "unit": "C"}, id="model-from-a-dict-extra-key"),
+    pytest.param(list[Spot], lambda: [{"x": 1, "y": 2}], id="dataclass-from-a-dict-extra-key"),
+]
+
+
+@pytest.mark.parametrize(("annotation", "make"), BAD_OUTPUTS)
+def test_values_json_cannot_carry_are_bad_output(annotation: Any, make: Callable[[], Any]) -> None:
+    """A value that is not JSON (or loses keys on the way) is TOOL_RUNTIME_BAD_OUTPUT_VALUE,
+    and the result prints and serialises."""
+
+    def body() -> Any:
+        """Return something JSON cannot carry."""
+        return make()
+
+    body.__annotations__["return"] = annotation
+    result = run_bounded(tool(name="bad_output")(body).run({}))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE, result
+    assert result.value is None
+    json.dumps(result.to_dict(), allow_nan=False)
+    repr(result)
+    str(result)
+
+
+GOOD_OUTPUTS = [
+    pytest.param(str, "NaN Infinity -Infinity", id="words-that-look-like-numbers"),
+    pytest.param(str, "7" * 5000, id="long-digit-string"),
+    pytest.param(float, 1e308, id="largest-floats"),
+    pytest.param(int, 10**4000, id="long-int-within-the-limit"),
+    pytest.param(dict[str, Any], {"NaN": [1, 2.5, "Infinity"]}, id="numbers-and-words"),
+    pytest.param(Open, {"a": 1, "b": 2}, id="model-that-allows-extra-keys"),
+]
+
+
+@pytest.mark.parametrize(("annotation", "value"), GOOD_OUTPUTS)
+def test_values_near_the_line_are_kept(annotation: Any, value: Any) -> None:
+    """Text that merely looks like NaN or a long number, and big finite numbers, succeed."""
+
+    def body() -> Any:
+        """Return a value near the line."""
+        return value
+
+    body.__annotations__["return"] = annotation
+    result = run_bounded(tool(name="good_output")(body).run({}))
+    assert result.is_success, result.error
+    assert result.value == value
+
+
+_ONE_STR_SCHEMA: Final = core_schema.str_schema()
+
+
+class _Code(str):
+    """A string type whose schema is one object, shared wherever the type appears."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return _ONE_STR_SCHEMA
+
+
+def test_a_type_sharing_one_schema_between_its_parts_runs() -> None:
+    """An output type whose parts share one core schema object is defined and runs."""
+
+    @tool
+    def pair() -> tuple[_Code, _Code]:
+        """Return two codes."""
+        return (_Code("a"), _Code("b"))
+
+    assert pair.run_sync({}).value == ["a", "b"]
+
+
+def _claims_str(value: object) -> Any:
+    return Annotated[str, PlainSerializer(lambda _: value, return_type=str)]
+
+
+class _Reading(BaseModel):
+    label: str
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ratio(self) -> str:  # it says str; it is not (a model's own config writes NaN as null)
+        return 10**5000  # type: ignore[return-value]
+
+
+class _Wrapped(BaseModel):
+    label: str
+
+    @model_serializer
+    def dump(self) -> dict[str, str]:
+        return {"label": 10**5000}  # type: ignore[dict-item]
+
+
+class _Labelled(BaseModel):
+    label: _claims_str(10**5000)  # type: ignore[valid-type]
+    note: str
+
+
+_MODEL_ARGS: Final = {"label": "a", "note": "b"}
+
+
+@pytest.mark.parametrize(
+    ("returns", "value"),
+    [
+        pytest.param(_claims_str(math.inf), "a", id="plain-serializer-infinity"),
+        pytest.param(_claims_str(10**5000), "a", id="plain-serializer-huge-int"),
+        pytest.param(
+            Annotated[str, WrapSerializer(lambda v, h: math.nan, return_type=str)],
+            "a",
+            id="wrap-serializer-nan",
+        ),
+        pytest.param(_Reading, _MODEL_ARGS, id="computed-field"),
+        pytest.param(_Wrapped, _MODEL_ARGS, id="model-serializer"),
+        pytest.param(_Labelled, _MODEL_ARGS, id="nested-in-a-model"),
+        pytest.param(
+            Annotated[str, AfterValidator(lambda _: math.inf)], "a", id="validator-returns-a-float"
+        ),
+        pytest.param(
+            Annotated[Any, WithJsonSchema({"type": "string"})],
+            math.nan,
+            id="json-schema-says-string",
+        ),
+        pytest.param(Union[str, SkipJsonSchema[Any]], [math.nan], id="left-out-of-json-schema"),  # noqa: UP007
+        pytest.param(
+            Annotated[int, WithJsonSchema({"type": "string"})], 10**5000, id="int-said-string"
+        ),
+    ],
+)
+def test_what_json_cannot_carry_is_bad_output_whatever_the_schema_says(
+    returns: Any, value: Any
+) -> None:
+    """A value JSON cannot carry, where the output's JSON Schema has no number: code of the
+    type's own returned it (a serializer, a validator, a computed field, where the type says
+    string), or the JSON Schema says other than the type. A bad output, never a result that
+    breaks ``json.dumps`` or ``repr``."""
+
+    def body() -> Any:
+        """Return a value."""
+        return value
+
+    body.__annotations__["return"] = returns
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydantic says the serializer returned a float
+        result = tool(body).run_sync({})
+    assert result.error.kind is ErrorKind.TOOL_RUNTIME_BAD_OUTPUT_VALUE
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+# -- arguments too many, too long, or that cannot be read -----------------------------------
+
+
+def test_a_64kb_key_is_cut_in_the_message() -> None:
+    """An unknown 64 KB key is named, cut to a hundred characters: the model is told which
+    key without its context being flooded."""
+    result = run_bounded(echo_number.run('{"n": 1, "' + "k" * 65_536 + '": 1}'))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    assert result.error is not None
+    assert len(result.error.message) < 400
+    assert "'" + "k" * 100 + "... [65436 more characters]' is not a parameter" in (
+        result.error.message
+    )
+
+
+def test_thousands_of_unknown_keys_list_twenty() -> None:
+    """Twenty problems are described, and the message says how many more there were."""
+    arguments = {"n": 1, **{f"k{i}": i for i in range(5_000)}}
+    result = run_bounded(echo_number.run(arguments))
+    assert result.error is not None
+    assert len(result.error.details["errors"]) == 20
+    assert "and 4980 more problems" in result.error.message
+    assert len(result.error.message) < 2_000
+
+
+class _Unreadable(dict[str, Any]):
+    """Arguments whose items cannot be read."""
+
+    def items(self) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+    def keys(self) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+
+def test_arguments_that_cannot_be_read_are_bad_input() -> None:
+    """Arguments whose reading raises are the caller's bad input, not the tool's failure; the
+    exception's text is not repeated."""
+    result = run_bounded(echo_number.run(_Unreadable(n=1)))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    assert result.attempts == 0
+    assert "sk-live" not in json.dumps(result.to_dict())
+
+
+class _ArgumentsMapping(Mapping[str, Any]):
+    """A mapping (not a dict) whose items cannot be read."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("sk-live-0123456789abcdefghij")
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_a_mapping_that_cannot_be_read_is_bad_input() -> None:
+    """The same for a ``Mapping`` that is not a dict."""
+    result = run_bounded(echo_number.run(_ArgumentsMapping()))
+    assert result.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE
+    assert result.error is not None
+    assert result.error.message.startswith(
+        "Invalid arguments: The arguments could not be read (RuntimeError)"
+    )
+    assert "sk-live" not in json.dumps(result.to_dict())
+
+
+# -- the options of run() -------------------------------------------------------------------
+
+
+def test_a_whole_number_of_seconds_is_a_timeout() -> None:
+    """``timeout=5`` (an int) is as good as ``5.0``."""
+    assert run_bounded(echo_number.run({"n": 2}, timeout=5)).value == 2
+
+
+WRONG_CALL_IDS = [
+    pytest.param({"call_id": 7}, TypeError, id="call-id-int"),
+    pytest.param({"call_id": b"id"}, TypeError, id="call-id-bytes"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        *WRONG_CALL_IDS,
+        pytest.param({"timeout": "5"}, TypeError, id="timeout-text"),
+        pytest.param({"timeout": True}, TypeError, id="timeout-bool"),
+        pytest.param({"timeout": 0}, ValueError, id="timeout-zero"),
+        pytest.param({"timeout": -1.0}, ValueError, id="timeout-negative"),
+        pytest.param({"timeout": math.nan}, ValueError, id="timeout-nan"),
+        pytest.param({"timeout": math.inf}, ValueError, id="timeout-infinite"),
+        pytest.param({"timeout": 10**400}, ValueError, id="timeout-beyond-any-float"),
+        pytest.param({"timeout": 10**5000}, ValueError, id="timeout-beyond-repr"),
+    ],
+)
+@pytest.mark.parametrize("entry", ["tool.run", "toolkit.run"])
+def test_wrong_run_options_raise_before_the_body_runs(
+    options: dict[str, Any], error: type[Exception], entry: str
+) -> None:
+    """A call_id or timeout of the wrong kind is the caller's bug: raised up front."""
+    ran: list[bool] = []
+
+    @tool
+    async def counted() -> int:
+        """Count calls."""
+        ran.append(True)
+        return 1
+
+    toolkit = Toolkit("options", [counted])
+    if entry == "tool.run":
+        call = counted.run({}, **options)
+    else:
+        call = toolkit.run("counted", {}, **options)
+    with pytest.raises(error):
+        run_bounded(call)
+    assert ran == []
+
+
+@pytest.mark.parametrize(("options", "error"), WRONG_CALL_IDS)
+@pytest.mark.parametrize("name", ["counted", "unknown"])
+def test_the_runner_checks_the_call_id_up_front(
+    options: dict[str, Any], error: type[Exception], name: str
+) -> None:
+    """The runner raises for a wrong call_id before its policies or the body see the call."""
+    ran: list[bool] = []
+
+    @tool
+    async def counted() -> int:
+        """Count calls."""
+        ran.append(True)
+        return 1
+
+    runner = ToolRunner(Toolkit("options", [counted]))
+    with pytest.raises(error):
+        run_bounded(runner.run(name, {}, **options))
+    assert ran == []
+    assert runner.stats().calls == 0
+
+
+class _NoRepr:
+    """A value whose repr fails."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_timeout_whose_repr_fails_is_named_by_its_type() -> None:
+    """The TypeError for a wrong timeout names the value by its type when its repr fails."""
+    with pytest.raises(TypeError, match="not a _NoRepr"):
+        run_bounded(echo_number.run({"n": 1}, timeout=_NoRepr()))  # type: ignore[arg-type]

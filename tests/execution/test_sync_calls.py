@@ -1,7 +1,8 @@
 """The sync API (``Tool.run_sync``, ``Toolkit.run_sync``, ``ToolRunner.run_sync`` and
 ``ToolRunner.run_many_sync``): every call runs on tdk's one long-lived event loop, so what a
 tool binds to that loop (a module-level ``httpx.AsyncClient``, a runner's bulkhead) works
-call after call, from any number of threads."""
+call after call, from any number of threads; and a call returns at its limit, whatever the body
+leaves behind (a stuck thread, a task that ignores cancellation, a stopped loop)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Annotated, Any
 
 import httpx
 import pytest
+from _bounded import run_bounded
 from _http_server import serve
 
 import tdk.http
@@ -352,3 +354,110 @@ def test_the_first_calls_from_many_threads_start_one_loop() -> None:
     )
     out, err = process.communicate(timeout=60)
     assert (out, process.returncode) == ("8 1\n", 0), err
+
+
+# -- run_sync returns at the limit, whatever the body leaves behind -------------------------
+
+
+def test_run_sync_returns_while_a_body_lingers() -> None:
+    """``run_sync`` returns at the limit: nothing waits for the body's thread to finish."""
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def stuck() -> int:
+        """Block until released."""
+        release.wait(30)
+        return 1
+
+    outcome: list[ToolResult] = []
+    thread = threading.Thread(target=lambda: outcome.append(stuck.run_sync({})), daemon=True)
+    thread.start()
+    thread.join(10)
+    release.set()
+    assert not thread.is_alive(), "run_sync() waited for the lingering body"
+    assert outcome[0].kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+
+
+def _run_sync_within(body: Tool[..., Any], seconds: float = 10.0) -> ToolResult:
+    outcome: list[ToolResult] = []
+    thread = threading.Thread(target=lambda: outcome.append(body.run_sync({})), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"run_sync() still running after {seconds} s"
+    return outcome[0]
+
+
+def test_run_sync_returns_while_a_to_thread_call_is_stuck() -> None:
+    """A body stuck in ``asyncio.to_thread`` past its limit: ``run_sync`` returns the timeout
+    (``asyncio.run`` would wait for the default executor's thread)."""
+    release = threading.Event()
+
+    @tool(timeout=0.1)
+    async def stuck() -> int:
+        """Block in a thread of the loop's default executor."""
+        await asyncio.to_thread(release.wait, 30)
+        return 1
+
+    try:
+        assert _run_sync_within(stuck).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    finally:
+        release.set()
+
+
+def test_run_sync_returns_while_a_task_left_behind_ignores_cancellation() -> None:
+    """A body that leaves a task ignoring cancellation behind: ``run_sync`` returns once the
+    leftover has had its second to end (``asyncio.run`` would wait for it forever)."""
+    stop = threading.Event()
+
+    async def stubborn() -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+
+    @tool
+    async def leaves_a_task() -> int:
+        """Start two tasks and return: one ends when cancelled, the other does not."""
+        leaves_a_task.left = [  # type: ignore[attr-defined]
+            asyncio.create_task(stubborn()),
+            asyncio.create_task(asyncio.sleep(30)),
+        ]
+        return 1
+
+    try:
+        assert _run_sync_within(leaves_a_task).value == 1
+    finally:
+        stop.set()
+
+
+def test_a_body_stopping_the_loop_of_run_sync_still_gets_a_result() -> None:
+    """A body that stops the loop ``run_sync()`` runs it in (``loop.stop()``): the call goes
+    on to its end and returns a result (it does not raise)."""
+
+    @tool(timeout=5)
+    async def stopper() -> int:
+        """Stop the loop it runs on."""
+        asyncio.get_running_loop().stop()
+        await asyncio.sleep(0.01)
+        asyncio.get_running_loop().stop()
+        return 1
+
+    result = _run_sync_within(stopper)
+    assert (result.is_success, result.value) == (True, 1)
+
+
+@pytest.mark.parametrize("which", ["run_in_new_loop", "run_blocking"])
+def test_tdks_own_loop_refuses_to_run_inside_another(which: str) -> None:
+    """tdk's loops, asked to run a call from inside a running loop, raise at once (they never
+    spin, nor wait for a loop that the wait would block)."""
+    from tdk._execution import loop as _loop
+
+    async def inner() -> int:
+        return 1
+
+    async def scenario() -> None:
+        with pytest.raises(RuntimeError, match="inside a running one"):
+            getattr(_loop, which)(inner())
+
+    run_bounded(scenario())

@@ -1,20 +1,26 @@
-"""tdk's worker threads for sync tools: outcomes always arrive, lingering bodies are replaced,
-and the surplus they leave goes away."""
+"""tdk's worker threads for sync tools: outcomes always arrive, lingering bodies are replaced
+(they never starve other sync tools, nor deadlock tools calling tools), and the surplus they
+leave goes away."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import os
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from _bounded import run_bounded
 
+from tdk import ToolResult, tool
 from tdk._execution.threads import DROPPED, FINISHED, RUNNING, WorkerThreads
+from tdk.errors import ErrorKind
 
 
 def _wait_until(condition: object, seconds: float = 10.0) -> None:
@@ -475,3 +481,110 @@ def test_run_in_new_loop_runs_on_when_a_body_stops_it() -> None:
         return 1
 
     assert _in_a_new_loop_within(stopper).value == 1
+
+
+# -- sync bodies that outlive their calls ---------------------------------------------------
+
+
+#: The size of asyncio's default executor, which tdk used for sync tools before it kept its
+#: own threads (docs/execution.md states the same default for tdk's pool).
+DEFAULT_THREADS = min(32, (os.cpu_count() or 1) + 4)
+
+
+def test_lingering_bodies_do_not_starve_other_sync_tools() -> None:
+    """Sync bodies stuck past their limit do not keep an unrelated sync tool from running."""
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def stuck() -> int:
+        """Block until released."""
+        release.wait(30)
+        return 1
+
+    @tool(timeout=5.0)
+    def quick(n: Annotated[int, "A number."]) -> int:
+        """Return the number."""
+        return n
+
+    async def scenario() -> list[ToolResult]:
+        stuck_results = await asyncio.gather(*(stuck.run({}) for _ in range(DEFAULT_THREADS + 2)))
+        return [*stuck_results, await quick.run({"n": 7})]
+
+    try:
+        results = run_bounded(scenario())
+    finally:
+        release.set()
+    assert {r.kind for r in results[:-1]} == {ErrorKind.TOOL_RUNTIME_TIMEOUT}
+    assert results[-1].value == 7
+
+
+@pytest.mark.parametrize("from_helpers", [False, True], ids=["own-thread", "helper-threads"])
+def test_sync_tools_calling_sync_tools_never_deadlock(from_helpers: bool) -> None:
+    """Sync tools taking every thread of tdk's pool at once, each calling another sync tool
+    with ``run_sync()`` (from its own thread, or from threads it starts): every call returns
+    (a thread blocked on the calls it made lends a place for them)."""
+    from tdk._execution.threads import _POOL
+
+    callers = _POOL.max_workers
+    all_started = threading.Barrier(callers, timeout=10)
+
+    @tool
+    def inner(x: Annotated[int, "A number."]) -> int:
+        """Add one."""
+        return x + 1
+
+    def add_one(x: int) -> int:
+        return int(inner.run_sync({"x": x}).value)
+
+    @tool
+    def outer(x: Annotated[int, "A number."]) -> int:
+        """Add two, through another tool."""
+        all_started.wait()  # every place is taken before any inner call
+        if not from_helpers:
+            return add_one(add_one(x))
+        with concurrent.futures.ThreadPoolExecutor(2) as helpers:
+            return sum(helpers.map(add_one, (x, x))) - x
+
+    async def scenario() -> list[Any]:
+        results = await asyncio.gather(*(outer.run({"x": n}) for n in range(callers)))
+        return [result.value for result in results]
+
+    assert run_bounded(scenario(), within=30) == [n + 2 for n in range(callers)]
+
+
+def test_a_body_that_never_started_counts_no_attempt() -> None:
+    """A sync call whose time ran out while every thread was busy never runs its body, and
+    its result says ``attempts == 0``."""
+    release = threading.Event()
+    busy = threading.Semaphore(0)
+    started: list[str] = []
+
+    @tool
+    def occupy() -> int:
+        """Hold a thread until released."""
+        busy.release()
+        release.wait(30)
+        return 1
+
+    @tool(timeout=0.05)
+    def late() -> int:
+        """Never get a thread."""
+        started.append("late")
+        return 1
+
+    async def scenario() -> ToolResult:
+        holders = [asyncio.create_task(occupy.run({})) for _ in range(DEFAULT_THREADS)]
+        for _ in holders:
+            await asyncio.to_thread(busy.acquire, True, 10)
+        result = await late.run({})
+        release.set()
+        await asyncio.gather(*holders)
+        return result
+
+    try:
+        result = run_bounded(scenario())
+    finally:
+        release.set()
+    assert result.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert result.attempts == 0
+    assert started == []

@@ -177,6 +177,17 @@ def test_every_table_row_is_exercised() -> None:
     assert {cls.__name__.replace("Base", "") for cls in BUILTIN_TABLE} <= reached
 
 
+def test_thousands_of_exception_types_keep_the_type_table_small() -> None:
+    """Mapping exceptions of ever new types (classes made on the fly) remembers at most a
+    bounded number of them."""
+    from tdk._failures.table import _MAX_REMEMBERED_TYPES, _ROW_OF_TYPE, to_tool_error
+
+    for n in range(_MAX_REMEMBERED_TYPES + 10):
+        error = to_tool_error(type(f"Made{n}", (LookupError,), {})())
+        assert error.kind is ErrorKind.TOOL_RUNTIME_FATAL
+    assert len(_ROW_OF_TYPE) <= _MAX_REMEMBERED_TYPES
+
+
 def test_most_specific_row_wins() -> None:
     """ConnectTimeout is both a timeout and a transport error; the timeout row is more specific."""
     info = ErrorInfo.from_exception(httpx.ConnectTimeout("x", request=REQUEST))

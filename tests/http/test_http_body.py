@@ -16,9 +16,7 @@ import pytest
 from _http_responses import CLAMP, HUGE, classified
 
 import tdk.http
-from tdk.errors import (
-    UpstreamError,
-)
+from tdk.errors import UpstreamError
 
 URL = "https://api.example.com/v1/items"
 

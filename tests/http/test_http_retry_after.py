@@ -11,9 +11,7 @@ import pytest
 from _http_responses import CLAMP, HUGE, LONGEST_WAIT_MS, classified
 
 import tdk.http
-from tdk.errors import (
-    UpstreamRateLimitError,
-)
+from tdk.errors import UpstreamRateLimitError
 
 DATE = "Tue, 14 Nov 2023 22:13:20 GMT"
 NOW = datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)

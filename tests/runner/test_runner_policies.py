@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import pytest
@@ -200,3 +201,29 @@ def test_configure_with_nothing_changes_nothing() -> None:
     runner = ToolRunner(TOOLKIT, retry=RetryPolicy())
     runner.configure("*")
     assert runner.policies("get_issue") == Policies(retry=RetryPolicy())
+
+
+@tool
+def echo_number(n: Annotated[int, "A number."]) -> int:
+    """Return the number."""
+    return n
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: RetryPolicy(max_delay=10**400), id="retry-max-delay"),
+        pytest.param(lambda: RetryPolicy(multiplier=10**5000), id="retry-multiplier"),
+        pytest.param(lambda: RateLimit(calls=1, period=10**400), id="rate-limit-period"),
+        pytest.param(lambda: Bulkhead(max_wait=10**400), id="bulkhead-max-wait"),
+        pytest.param(lambda: CircuitBreaker(reset_timeout=10**400), id="breaker-reset"),
+        pytest.param(
+            lambda: ToolRunner(Toolkit("k", [echo_number]), deadline=10**400), id="deadline"
+        ),
+    ],
+)
+def test_settings_beyond_any_float_are_value_errors(make: Callable[[], Any]) -> None:
+    """A duration or factor too big for a float is refused with ``ValueError``, as documented
+    (``OverflowError`` escaped before)."""
+    with pytest.raises(ValueError, match="finite"):
+        make()
