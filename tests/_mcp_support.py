@@ -1,7 +1,8 @@
 """Small helpers of the MCP tests: a bounded event loop, free ports, raw JSON-RPC messages,
 pipes standing in for a stdio server's stdin and stdout, a stdio server asked only to
-initialize, a stdio server spoken to in raw lines, a tool that holds its call, and the parts
-of a ``CallToolResult`` the tests read."""
+initialize, a stdio server spoken to in raw lines, a tool that holds its call, the parts of a
+``CallToolResult`` the tests read, and bounded calls through the SDK's own client (in memory,
+or with ``tdk serve`` over stdio)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ import os
 import select
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from mcp import types
+import mcp
+import pytest
+from mcp import StdioServerParameters, types
+from mcp.client.stdio import stdio_client
 
 from tdk import Toolkit, ToolRunner, tool
 from tdk.runner import Bulkhead
@@ -270,3 +275,72 @@ class RawStdio:
         finally:
             if self.process.stdout is not None:
                 self.process.stdout.close()
+
+
+# -- calls through the SDK's client, bounded ------------------------------------------------
+
+
+#: Bound of one call, in seconds: a server that died (or hangs) fails the test, not the run.
+CALL_TIMEOUT = 10.0
+
+
+#: What a call gave: its result, or what went wrong with it as text (a protocol error, a
+#: server gone, no answer within ``CALL_TIMEOUT``).
+Answer = types.CallToolResult | str
+
+
+async def attempt(client: mcp.Client, name: str, arguments: dict[str, Any]) -> Answer:
+    """One call, bounded by ``CALL_TIMEOUT``: its result, or its failure as text."""
+    try:
+        return await asyncio.wait_for(client.call_tool(name, arguments), CALL_TIMEOUT)
+    except Exception as failed:
+        return f"{type(failed).__name__}: {failed}"
+
+
+def success(answer: Answer) -> types.CallToolResult:
+    """``answer`` as the success it must be."""
+    assert isinstance(answer, types.CallToolResult), answer
+    assert answer.is_error is False, answer.content
+    return answer
+
+
+def failure(answer: Answer, kind: str) -> types.CallToolResult:
+    """``answer`` as a failure of ``kind``: ``isError``, no structured content, one text."""
+    assert isinstance(answer, types.CallToolResult), answer
+    assert answer.is_error is True, answer.structured_content
+    assert answer.structured_content is None
+    assert facts(answer)["kind"] == kind, text_of(answer)
+    assert json.loads(text_of(answer))["kind"] == kind
+    return answer
+
+
+async def in_memory(server: Any, mode: str, body: Callable[[mcp.Client], Awaitable[T]]) -> T:
+    """``body(client)`` in one session of the SDK's in-memory client with ``server``."""
+    async with mcp.Client(server, mode=mode) as client:  # type: ignore[arg-type]
+        return await body(client)
+
+
+def run_contained(coro: Coroutine[Any, Any, T]) -> T:
+    """``run(coro)``; a ``KeyboardInterrupt`` or ``SystemExit`` escaping the server fails the
+    test instead of ending the test run."""
+    try:
+        return run(coro)
+    except (KeyboardInterrupt, SystemExit) as escaped:
+        pytest.fail(f"{type(escaped).__name__} escaped the server: {escaped!r}")
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(
+    target: Path, log: Path, *, cwd: Path | None = None, **options: Any
+) -> AsyncIterator[mcp.Client]:
+    """An SDK client session with ``python -m tdk serve target`` over stdio (a process the
+    SDK launches, and ends with the session), the server's stderr to ``log``."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tdk", "serve", str(target)],
+        env=dict(os.environ),
+        cwd=cwd or target.parent,
+    )
+    with log.open("w") as errlog:
+        async with mcp.Client(stdio_client(params, errlog=errlog), **options) as client:
+            yield client

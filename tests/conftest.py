@@ -1,4 +1,12 @@
-"""What every test of the suite shares: the process the tests run in."""
+"""What every test of the suite shares: the process the tests run in, and its imports.
+
+The support modules at the top of ``tests/`` (``_http_server``, ``_linear``, ``_mcp_support``...)
+are imported by name from every folder: in pytest's default import mode ("prepend"), importing
+this file (in a folder without ``__init__.py``) puts ``tests/`` first on ``sys.path``, as
+importing a test file puts its own folder there (for the support modules of one folder, such as
+``execution/_execute_support.py``). Module names are global in that mode: the basename of each
+test file and support module is unique across the folders.
+"""
 
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ internal per module (so that ``import tdk`` and its core modules never import an
   its stand-in meter provider (extra ``otel``: imported on first use only);
 - :mod:`~tdk._compat.frames`: the frame that applied a decorator (``sys._getframe``).
 
-Every accessor's docstring names the internal it reads, the versions it was checked on, and
-its public fallback: when a new version moves or drops the internal, the accessor answers
-through the public API, slower but the same. ``tests/test_compat.py`` fails when an internal
-moves or changes meaning (so the fallback is never taken silently in the versions tdk is
-tested on), and runs each fallback; ``tests/test_structure.py`` fails when a module outside
+Every accessor's docstring names the internal it reads, the versions it was checked on, and its
+public fallback: when a new version moves or drops the internal, the accessor answers through
+the public API, slower but the same. ``tests/project/test_compat.py`` fails when an internal
+moves or changes meaning (so the fallback is never taken silently in the versions tdk is tested
+on), and runs each fallback; ``tests/project/test_structure.py`` fails when a module outside
 this package reads another library's private name. What each internal saves is measured in
 ``bench/README.md`` ("Where the microseconds went").
 """

@@ -1,9 +1,9 @@
 """The stream protocols the MCP SDK's server takes, spelled here.
 
 mcp keeps ``ReadStream`` and ``WriteStream`` in a private module
-(``mcp.shared._stream_protocols``; checked on mcp 2.3.0). They are structural protocols, so
-tdk declares the same members rather than importing them: nothing of mcp is read at run time,
-the type checker matches them with the SDK's, and ``tests/test_compat.py`` fails when the
+(``mcp.shared._stream_protocols``; checked on mcp 2.3.0). They are structural protocols, so tdk
+declares the same members rather than importing them: nothing of mcp is read at run time, the
+type checker matches them with the SDK's, and ``tests/project/test_compat.py`` fails when the
 SDK's protocols gain or lose a member.
 """
 

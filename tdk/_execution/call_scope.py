@@ -139,7 +139,7 @@ def failure_result(
             exc, name, include_stacktrace=include_stacktrace, secrets=secrets
         )
     except Exception as unreadable:  # pragma: no cover (a bug of tdk's: no known exception
-        # reaches here any more; tests/test_execute_hostile.py lists those that did)
+        # reaches here any more; tests/execution/test_execute_failures.py lists those that did)
         info = _type_only_failure(exc, name, unreadable)
     if writes is not None and attempts and info.retryable and may_have_acted(info, writes):
         info = info.model_copy(update=not_repeated(info))  # the write may have happened

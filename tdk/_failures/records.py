@@ -9,7 +9,7 @@ has the figures). :func:`maker` gives the instance exactly what validation would
 the model's slots (:mod:`tdk._compat.pydantic_slots`, with its public fallback).
 
 The values must be complete, in field order and of the fields' types: each caller builds them
-so, and ``tests/test_records.py`` compares what it makes, for every caller, with what
+so, and ``tests/failures/test_records.py`` compares what it makes, for every caller, with what
 validation makes.
 """
 
