@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 
-def run_bounded(awaitable: Any, within: float = 10.0) -> Any:
+def run_bounded(awaitable: Any, within: float = 60.0) -> Any:
     """Run a coroutine in a new loop in a thread; fail instead of hanging after ``within``
     seconds (the thread is a daemon: a hung loop is left behind)."""
     outcome: list[Any] = []

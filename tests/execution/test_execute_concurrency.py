@@ -305,7 +305,7 @@ def test_a_body_that_never_stops_is_let_go_of() -> None:
             except asyncio.CancelledError:
                 swallowed += 1
 
-    result = run_bounded(immortal.run({}), within=5.0)
+    result = run_bounded(immortal.run({}))
     assert result.kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
     assert swallowed >= 1
 
@@ -322,7 +322,7 @@ def test_a_body_that_yields_bare_after_its_limit_is_let_go_of() -> None:
             except asyncio.CancelledError:
                 continue
 
-    assert run_bounded(spinning.run({}), within=5.0).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert run_bounded(spinning.run({})).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
 
 
 def test_a_body_cancelling_its_own_work_is_not_cut_short() -> None:
@@ -397,7 +397,7 @@ def test_a_body_awaiting_something_odd_after_its_limit_is_let_go_of() -> None:
             await _OddYield()
         return 1
 
-    assert run_bounded(odd.run({}), within=5.0).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert run_bounded(odd.run({})).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
 
 
 def test_a_body_that_refuses_to_close_is_still_let_go_of() -> None:
@@ -414,7 +414,7 @@ def test_a_body_that_refuses_to_close_is_still_let_go_of() -> None:
             finally:
                 await asyncio.sleep(0)
 
-    assert run_bounded(clinging.run({}), within=5.0).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
+    assert run_bounded(clinging.run({})).kind is ErrorKind.TOOL_RUNTIME_TIMEOUT
 
 
 def test_cancelling_the_caller_during_the_grace_propagates() -> None:
