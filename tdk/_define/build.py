@@ -37,6 +37,7 @@ from tdk._define.options import (
     check_marks,
     check_name,
     check_requirements,
+    check_scopes,
     check_timeout,
 )
 from tdk._define.problems import (
@@ -65,6 +66,7 @@ class ToolOptions(NamedTuple):
     description: object = None
     requires_secrets: object = ()
     requires_metadata: object = ()
+    requires_scopes: object = ()
     timeout: object = None
     deprecated: object = None
     inline: object = False
@@ -96,6 +98,7 @@ def define_tool(
     metadata = check_requirements(
         problems, options.requires_metadata, "requires_metadata", "metadata value", "tenant_id"
     )
+    scopes = check_scopes(problems, options.requires_scopes)
     timeout = check_timeout(problems, options.timeout)
     deprecation = check_deprecation(problems, options.deprecated)
     is_async = inspect.iscoroutinefunction(fn)
@@ -121,8 +124,8 @@ def define_tool(
     assert adapter is not None
     assert output_schema is not None
     requirements = (
-        ToolRequirements(secrets=secrets, metadata=metadata)
-        if secrets or metadata
+        ToolRequirements(secrets=secrets, metadata=metadata, scopes=scopes)
+        if secrets or metadata or scopes
         else NO_REQUIREMENTS
     )
     definition = ToolDefinition.model_construct(
