@@ -40,6 +40,11 @@ class ToolRequirements(BaseModel):
 
     .. versionadded:: 0.1.0"""
 
+    @property
+    def needed(self) -> bool:
+        """Whether the tool needs anything from its context."""
+        return bool(self.secrets or self.metadata or self.scopes)
+
 
 NO_REQUIREMENTS: Final = ToolRequirements()
 

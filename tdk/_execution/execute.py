@@ -109,8 +109,7 @@ async def execute(
         task = TASK_OF(_running_loop())  # (without a Python frame: tdk._compat.running_task)
         cancelling = task.cancelling() if task is not None else 0  # requests made before this call
         try:
-            needs = spec.requirements
-            if needs.secrets or needs.metadata or needs.scopes:
+            if spec.requirements.needed:
                 _check_requirements(spec, context)
             validated = _validated(spec, name, arguments, secrets)
             if type(validated) is ErrorInfo:

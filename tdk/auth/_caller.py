@@ -149,7 +149,7 @@ def access_token(token: str, claims: Mapping[str, Any]) -> AccessToken | None:
         token=token,
         client_id=client if isinstance(client, str) else "",
         scopes=sorted(scopes),
-        expires_at=_seconds(claims.get("exp")),
+        expires_at=_whole_seconds(claims.get("exp")),
         subject=subject,
         claims=dict(claims),
     )
@@ -162,7 +162,7 @@ def refused(reason: str) -> AccessToken | None:
     return None
 
 
-def _seconds(value: object) -> int | None:
+def _whole_seconds(value: object) -> int | None:
     """A NumericDate claim (``exp``) as whole seconds, or None."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None

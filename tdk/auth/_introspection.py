@@ -135,10 +135,10 @@ class IntrospectionVerifier:
             return "the authorization server says it is not active"
         now = time.time()
         exp, nbf, iat = (answer.get(name) for name in ("exp", "nbf", "iat"))
-        if exp is not None and not _number(exp) > now - self._leeway:
+        if exp is not None and not _numeric_date(exp) > now - self._leeway:
             return "it has expired (or its exp is malformed)"
         for when in (nbf, iat):
-            if when is not None and not _number(when) <= now + self._leeway:
+            if when is not None and not _numeric_date(when) <= now + self._leeway:
                 return "it is not valid yet (or its nbf or iat is malformed)"
         if "iss" in answer and answer["iss"] != self.issuer:
             return "it is from another issuer"
@@ -180,7 +180,7 @@ class IntrospectionVerifier:
         await self.aclose()
 
 
-def _number(value: object) -> float:
+def _numeric_date(value: object) -> float:
     """A NumericDate as a number; NaN (which every comparison refuses) when malformed."""
     number = finite(value)
     return math.nan if number is None else number

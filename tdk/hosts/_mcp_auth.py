@@ -65,13 +65,16 @@ def protected_app(
     """The streamable HTTP app of ``mcp_server``, served as the protected resource
     ``resource_url`` whose tokens ``protection`` verifies; with :class:`ScopeStepUp` when
     some tool needs scopes."""
-    resource = AnyHttpUrl(resource_url)
     verifier = protection.verifier
-    settings = AuthSettings(
-        issuer_url=AnyHttpUrl(verifier.issuer),
-        resource_server_url=resource,
-        # the verifiers check the audience themselves (JWT aud, introspection aud)
-        validate_token_resource=False,
+    settings = AuthSettings.model_validate(
+        {
+            # (as text: the settings keep a URL without a path as it is, and RFC 8414 compares
+            # issuers as strings, so https://auth.example.com is not https://auth.example.com/)
+            "issuer_url": verifier.issuer,
+            "resource_server_url": resource_url,
+            # the verifiers check the audience themselves (JWT aud, introspection aud)
+            "validate_token_resource": False,
+        }
     )
     app = mcp_server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -87,7 +90,7 @@ def protected_app(
             Middleware(
                 ScopeStepUp,
                 scopes_needed=protection.scopes_needed,
-                resource_metadata=str(build_resource_metadata_url(resource)),
+                resource_metadata=str(build_resource_metadata_url(AnyHttpUrl(resource_url))),
             )
         )
     return app
