@@ -32,8 +32,24 @@ AUDIENCE = "https://tools.example.test/mcp"
 #: Seconds a hanging answer holds (released when the issuer closes).
 HANG = 60.0
 
-JwksMode = Literal["ok", "down", "html", "garbage", "huge", "hang", "not-a-set", "gzip"]
-MetadataAt = Literal["oauth", "openid", "nowhere"]
+JwksMode = Literal[
+    "ok",
+    "with-oct",
+    "down",
+    "html",
+    "garbage",
+    "huge",
+    "streamed-huge",
+    "hang",
+    "not-a-set",
+    "for-encryption",
+    "keys-not-a-list",
+    "array",
+    "gzip",
+]
+#: The symmetric key a careless issuer publishes in its JWKS in ``with-oct`` mode.
+OCT_SECRET = b"published-hmac-secret-0123456789abcdef"
+MetadataAt = Literal["oauth", "openid", "nowhere", "insecure-jwks-uri"]
 
 
 def b64(data: bytes) -> str:
@@ -100,6 +116,8 @@ class Issuer:
             writer = ECAlgorithm if isinstance(public, ec.EllipticCurvePublicKey) else RSAAlgorithm
             jwk = writer.to_jwk(public, as_dict=True)
             keys.append({**jwk, "kid": kid, "use": "sig"})
+        if self.jwks_mode == "with-oct":
+            keys.append({"kty": "oct", "k": b64(OCT_SECRET), "kid": "oct-1", "alg": "HS256"})
         return {"keys": keys}
 
     def rotate(self) -> str:
@@ -155,6 +173,12 @@ class Issuer:
         mac = hmac.new(secret, body.encode(), hashlib.sha256).digest()
         return f"{body}.{b64(mac)}"
 
+    def hs256_with_published_secret(self, **changes: Any) -> str:
+        """A token MACed with HS256 using the symmetric key of the ``with-oct`` JWKS: anyone
+        who read the JWKS can make it."""
+        body = _segments({"alg": "HS256", "typ": "JWT", "kid": "oct-1"}, self.claims(**changes))
+        return f"{body}.{b64(hmac.new(OCT_SECRET, body.encode(), hashlib.sha256).digest())}"
+
     def signed_by_stranger(self, **changes: Any) -> str:
         """A token naming the issuer's key id, signed by another RSA key."""
         return signed_rs256(
@@ -208,15 +232,20 @@ class _IssuerHandler(BaseHTTPRequestHandler):
             "oauth": "/.well-known/oauth-authorization-server",
             "openid": "/.well-known/openid-configuration",
         }.get(issuer.metadata_at)
+        if issuer.metadata_at == "insecure-jwks-uri":
+            where = "/.well-known/oauth-authorization-server"
         if self.path == where:
-            metadata = {"issuer": issuer.url, "jwks_uri": issuer.jwks_url}
+            jwks_uri = issuer.jwks_url
+            if issuer.metadata_at == "insecure-jwks-uri":
+                jwks_uri = "http://keys.example.test/jwks"
+            metadata = {"issuer": issuer.url, "jwks_uri": jwks_uri}
             self._answer(200, json.dumps(metadata).encode())
         else:
             self._answer(404, b'{"error": "not found"}')
 
     def _jwks(self, issuer: Issuer) -> None:
         mode = issuer.jwks_mode
-        if mode == "ok":
+        if mode in ("ok", "with-oct"):
             self._answer(200, json.dumps(issuer.jwks()).encode(), "application/jwk-set+json")
         elif mode == "down":
             self._answer(503, b"<html><body>Service Unavailable</body></html>", "text/html")
@@ -226,6 +255,21 @@ class _IssuerHandler(BaseHTTPRequestHandler):
             self._answer(200, b'{"keys": [{"kty": "RSA", "n": 1}, 7, "x"', "application/json")
         elif mode == "not-a-set":
             self._answer(200, b'{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}')
+        elif mode == "for-encryption":
+            keys = [{**key, "use": "enc"} for key in issuer.jwks()["keys"]]
+            self._answer(200, json.dumps({"keys": keys}).encode())
+        elif mode == "keys-not-a-list":
+            self._answer(200, b'{"keys": {"kty": "RSA"}}')
+        elif mode == "array":
+            self._answer(200, json.dumps(issuer.jwks()["keys"]).encode())
+        elif mode == "streamed-huge":  # no length: read until the connection closes
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                for _ in range(64):
+                    self.wfile.write(b" " * 16384)
         elif mode == "huge":
             self._answer(200, b'{"keys": [' + b" " * (1024 * 1024) + b"]}")
         elif mode == "gzip":

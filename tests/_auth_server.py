@@ -87,6 +87,8 @@ class Token(TokenMixin):
     issued_at: int
     expires_in: int
     revoked: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What the introspection answer says beside (or instead of) the usual fields."""
 
     def check_client(self, client: Client) -> bool:
         return self.client.client_id == client.client_id
@@ -163,7 +165,7 @@ class _Introspection(IntrospectionEndpoint):
             "iss": self.store.issuer,
             "exp": token.issued_at + token.expires_in,
             "iat": token.issued_at,
-        }
+        } | token.extra
 
 
 class _Revocation(RevocationEndpoint):

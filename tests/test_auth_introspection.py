@@ -90,6 +90,64 @@ def test_a_token_for_another_resource_or_of_another_issuer_is_refused(
     assert check(server, server.token_for("alice"), **options) is None
 
 
+#: What an introspection answer may say of an active token that makes it no good here.
+CONTRADICTIONS = [
+    pytest.param({"active": "true"}, "not active", id="active-not-true"),
+    pytest.param({"exp": int(time.time()) - 3600}, "expired", id="expired"),
+    pytest.param({"exp": "soon"}, "expired", id="exp-malformed"),
+    pytest.param({"nbf": int(time.time()) + 3600}, "not valid yet", id="nbf-in-the-future"),
+    pytest.param({"iat": "later"}, "not valid yet", id="iat-malformed"),
+    pytest.param({"aud": ["https://a.test", "https://b.test"]}, "audience", id="other-audiences"),
+    pytest.param({"aud": None}, "audience", id="no-audience"),
+    pytest.param({"token_type": "refresh_token"}, "refresh token", id="a-refresh-token"),
+    pytest.param({"sub": 42}, "malformed", id="sub-not-a-string"),
+    pytest.param({"scope": ["tools:read", 7]}, "malformed", id="scopes-not-strings"),
+]
+
+
+@pytest.mark.parametrize(("answer", "reason"), CONTRADICTIONS)
+def test_an_answer_that_contradicts_the_token_refuses_it(
+    server: AuthorizationServerOnLoopback,
+    answer: dict[str, object],
+    reason: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Whatever the answer says against the token (or says malformed) refuses it, with the
+    reason logged and never the token."""
+    token = server.token_for("alice")
+    server.store.tokens[token].extra = answer
+    with caplog.at_level(logging.INFO, logger="tdk.auth"):
+        assert check(server, token, audience=AUDIENCE) is None
+    assert reason in caplog.text
+    assert token not in caplog.text
+
+
+def test_the_endpoint_answering_again_is_said(
+    server: AuthorizationServerOnLoopback, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One WARNING when the endpoint stops answering, one when it answers again; the token
+    is refused meanwhile and accepted after."""
+    token = server.token_for("alice")
+
+    async def scenario() -> list[bool]:
+        async with IntrospectionVerifier(
+            server.introspection_url,
+            issuer=server.url,
+            client_id=RESOURCE_CLIENT[0],
+            client_secret=RESOURCE_CLIENT[1],
+        ) as verifier:
+            server.mode = "500"
+            during = [await verifier.verify_token(token) is None for _ in range(3)]
+            server.mode = "ok"
+            return [*during, await verifier.verify_token(token) is None]
+
+    with caplog.at_level(logging.WARNING, logger="tdk.auth"):
+        assert asyncio.run(scenario()) == [True, True, True, False]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert "answers again" in warnings[1]
+
+
 #: An introspection endpoint that does not answer JSON, and what the WARNING says.
 BROKEN = [
     pytest.param("html", "text/html, not JSON", id="html"),

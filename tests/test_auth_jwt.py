@@ -18,6 +18,7 @@ from _auth_issuer import AUDIENCE, Issuer, issuer_running
 from _mcp_support import free_port
 from mcp.server.auth.provider import AccessToken
 
+import tdk.auth
 from tdk.auth import JWTVerifier
 
 #: Bound of one scenario, in seconds (each takes well under one; a hang takes the fetch
@@ -123,6 +124,10 @@ BROKEN_JWKS = [
     pytest.param("garbage", "not JSON", id="garbage"),
     pytest.param("not-a-set", "no public signing key", id="symmetric-keys-only"),
     pytest.param("huge", "larger than", id="too-large"),
+    pytest.param("streamed-huge", "larger than", id="too-large-without-length"),
+    pytest.param("for-encryption", "no public signing key", id="encryption-keys-only"),
+    pytest.param("keys-not-a-list", "no public signing key", id="keys-not-a-list"),
+    pytest.param("array", "not a JSON object", id="an-array"),
     pytest.param("gzip", "compressed", id="compressed-unasked"),
     pytest.param("hang", "within 1 s", id="hangs"),
 ]
@@ -144,6 +149,14 @@ def test_a_broken_jwks_refuses_the_token_within_the_timeout(
     assert token not in caplog.text
 
 
+def test_a_symmetric_key_published_in_the_jwks_signs_nothing(issuer: Issuer) -> None:
+    """An ``oct`` key in the JWKS is public knowledge: a token MACed with it is refused,
+    while the issuer's own keys still verify."""
+    issuer.jwks_mode = "with-oct"
+    assert check(issuer, issuer.hs256_with_published_secret(), jwks_url=issuer.jwks_url) is None
+    assert check(issuer, issuer.token(), jwks_url=issuer.jwks_url) is not None
+
+
 def test_a_jwks_nobody_listens_on_refuses_the_token(issuer: Issuer) -> None:
     """Connection refused is a refusal too."""
     closed = f"http://127.0.0.1:{free_port()}/jwks"
@@ -151,20 +164,57 @@ def test_a_jwks_nobody_listens_on_refuses_the_token(issuer: Issuer) -> None:
 
 
 @pytest.mark.parametrize(
-    "problem",
-    ["nowhere", "another-issuer"],
-    ids=["no-metadata", "metadata-of-another-issuer"],
+    ("metadata_at", "configured", "reason"),
+    [
+        ("nowhere", "", "HTTP 404"),
+        ("oauth", "/", "its issuer is not"),
+        ("oauth", "/tenant", "HTTP 404"),
+        ("insecure-jwks-uri", "", "no usable jwks_uri"),
+    ],
+    ids=["no-metadata", "issuer-with-a-slash", "issuer-with-a-path", "jwks-uri-over-http"],
 )
-def test_keys_are_only_taken_from_the_issuers_own_metadata(issuer: Issuer, problem: str) -> None:
-    """Without a JWKS URL, keys come from metadata whose ``issuer`` is the one configured."""
-    issuer.metadata_at = "nowhere" if problem == "nowhere" else "oauth"
+def test_keys_are_only_taken_from_the_issuers_own_metadata(
+    issuer: Issuer,
+    metadata_at: str,
+    configured: str,
+    reason: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without a JWKS URL, keys come from metadata whose ``issuer`` is the one configured
+    (as a string: a trailing slash is another issuer), at the paths the standards give for
+    it, and whose ``jwks_uri`` is https (or loopback)."""
+    issuer.metadata_at = metadata_at  # type: ignore[assignment]
+    wanted = issuer.url + configured
 
     async def scenario() -> AccessToken | None:
-        configured = issuer.url if problem == "nowhere" else issuer.url + "/tenant"
-        async with JWTVerifier(issuer=configured, audience=AUDIENCE) as verifier:
-            return await verify(verifier, issuer.token(iss=configured))
+        async with JWTVerifier(issuer=wanted, audience=AUDIENCE) as verifier:
+            return await verify(verifier, issuer.token(iss=wanted))
 
-    assert asyncio.run(scenario()) is None
+    with caplog.at_level(logging.WARNING, logger="tdk.auth"):
+        assert asyncio.run(scenario()) is None
+    assert "no metadata of the issuer found" in caplog.text
+    assert reason in caplog.text
+
+
+def test_keys_come_back_after_an_outage(issuer: Issuer, caplog: pytest.LogCaptureFixture) -> None:
+    """A JWKS that answers again is read again: the token refused meanwhile is accepted,
+    and the operator is told (one WARNING for the outage, one for its end)."""
+    issuer.jwks_mode = "html"
+
+    async def scenario() -> list[AccessToken | None]:
+        async with JWTVerifier(
+            issuer=issuer.url, audience=AUDIENCE, jwks_url=issuer.jwks_url, refresh_interval=0
+        ) as verifier:
+            token = issuer.token()
+            during = [await verify(verifier, token), await verify(verifier, token)]
+            issuer.jwks_mode = "ok"
+            return [*during, await verify(verifier, token)]
+
+    with caplog.at_level(logging.WARNING, logger="tdk.auth"):
+        assert [found is None for found in asyncio.run(scenario())] == [True, True, False]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert "are read again" in warnings[1]
 
 
 def test_a_new_key_id_is_fetched_once(issuer: Issuer) -> None:
@@ -226,6 +276,14 @@ def test_a_verifier_that_could_be_fooled_is_refused(
     """Keys read over plain HTTP from another machine could be swapped on the way."""
     with pytest.raises(ValueError, match=message):
         JWTVerifier(**options)  # type: ignore[arg-type]
+
+
+def test_tdk_auth_names_what_it_has() -> None:
+    """Its names load on first use; ``dir()`` lists them; another name is an AttributeError."""
+    names = {"JWTVerifier", "IntrospectionVerifier", "Caller", "current_caller"}
+    assert names <= set(dir(tdk.auth))
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        tdk.auth.Nope  # noqa: B018
 
 
 def test_importing_tdk_or_tdk_auth_does_not_import_pyjwt() -> None:

@@ -33,17 +33,14 @@ from _mcp_support import (
     STOP_TIMEOUT,
     accepts,
     call_request,
-    can_connect,
     free_port,
     run,
 )
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tdk import ToolContext, Toolkit, tool
 from tdk.__main__ import main
-from tdk.auth import CLIENT_ID_VARIABLE, CLIENT_SECRET_VARIABLE, JWTVerifier
-from tdk.hosts import mcp as tdk_mcp
+from tdk.auth import CLIENT_ID_VARIABLE, CLIENT_SECRET_VARIABLE
 
 TOOLS = '''
 from typing import Annotated, Any
@@ -469,44 +466,6 @@ def test_authentication_that_cannot_hold_is_a_usage_error(
         main(["serve", str(tools_file), "--port", str(free_port()), *options])
     assert exited.value.code == 2
     assert said in " ".join(capsys.readouterr().err.split())
-
-
-# -- in process -------------------------------------------------------------------------------
-
-
-def test_serve_takes_a_verifier(issuer: Issuer) -> None:
-    """``tdk.hosts.mcp.serve(..., "http", auth=verifier)``: the same protection in process;
-    a verifier for stdio is refused."""
-
-    @tool(read_only=True)
-    def hello(context: ToolContext) -> str:
-        """Say hello to the caller."""
-        return f"hello {context.user_id}"
-
-    toolkit = Toolkit("greetings", [hello])
-    port = free_port()
-
-    async def scenario() -> tuple[int, Any]:
-        async with JWTVerifier(issuer=issuer.url, audience=AUDIENCE) as verifier:
-            with pytest.raises(ValueError, match="transport='http'"):
-                await tdk_mcp.serve(toolkit, "stdio", auth=verifier)
-            task = asyncio.create_task(tdk_mcp.serve(toolkit, "http", port=port, auth=verifier))
-            try:
-                url = f"http://127.0.0.1:{port}/mcp"
-                while not await can_connect(port):
-                    assert not task.done()
-                    await asyncio.sleep(0.02)
-                async with httpx.AsyncClient() as raw:
-                    refused = await raw.post(url, json=INITIALIZE, headers=RAW_HEADERS)
-                async with client_of(url, issuer.token()) as client:
-                    called = await client.call_tool("hello", {})
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        return refused.status_code, called.structured_content
-
-    assert run(scenario()) == (401, {"result": "hello alice"})
 
 
 def test_a_tool_no_caller_can_call_is_said_at_start(tools_file: Path) -> None:

@@ -97,7 +97,7 @@ class JWTVerifier:
             return refused("it is empty or longer than tdk reads")
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
+        except Exception:  # (PyJWT's DecodeError, or another for odd input)
             return refused("it is not a well-formed JWT")
         kid, alg = header.get("kid"), header.get("alg")
         if not isinstance(kid, str | None) or not isinstance(alg, str):
@@ -112,6 +112,8 @@ class JWTVerifier:
             claims = self._verified(token, key)
         except jwt.PyJWTError as error:
             return refused(refusal_reason(error))
+        except Exception as error:  # (PyJWT's own TypeError or ValueError for odd input)
+            return refused(f"it is invalid ({type(error).__name__})")
         return access_token(token, claims)
 
     def _verified(self, token: str, key: Key) -> dict[str, Any]:
