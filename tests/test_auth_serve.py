@@ -76,7 +76,16 @@ class Served:
         self.metadata_url = f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp"
 
     def stderr(self) -> str:
+        """What the server wrote on stderr so far."""
         return self.log.read_text()
+
+    def stderr_once(self, text: str) -> str:
+        """Its stderr once it holds ``text`` (its log lines are written by a thread of their
+        own, after the answer), or after :data:`SCENARIO_TIMEOUT` seconds."""
+        deadline = time.monotonic() + SCENARIO_TIMEOUT
+        while text not in (written := self.stderr()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return written
 
 
 @pytest.fixture(scope="module")
@@ -333,8 +342,9 @@ def test_a_jwks_that_never_answers_is_a_401_not_a_hang(
         'resource_metadata="https://tools.example.test/.well-known/oauth-protected-resource/mcp"'
         in (answered.headers["www-authenticate"])
     )
-    stderr = served.stderr()
-    assert "the signing keys cannot be read within 5 s" in stderr
+    said = "the signing keys cannot be read within 5 s"
+    stderr = served.stderr_once(said)
+    assert said in stderr
     assert token not in stderr
 
 
