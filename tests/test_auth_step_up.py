@@ -37,7 +37,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tdk import ToolContext, Toolkit, tool
 from tdk.__main__ import main
-from tdk.auth import CLIENT_ID_VARIABLE, CLIENT_SECRET_VARIABLE, JWTVerifier
+from tdk.auth import CLIENT_ID_VARIABLE, CLIENT_SECRET_VARIABLE, JWTVerifier, current_caller
 from tdk.hosts import mcp as tdk_mcp
 
 
@@ -63,11 +63,12 @@ def issuer() -> Iterator[Issuer]:
 
 
 @contextlib.asynccontextmanager
-async def serving(issuer: Issuer) -> AsyncIterator[str]:
-    """``serve(TOOLKIT, "http", auth=...)`` in a task on a free port; its URL."""
+async def serving(issuer: Issuer, **options: Any) -> AsyncIterator[str]:
+    """``serve(TOOLKIT, "http", auth=..., **options)`` in a task on a free port; its URL."""
     port = free_port()
     async with JWTVerifier(issuer=issuer.url, audience=AUDIENCE) as verifier:
-        task = asyncio.create_task(tdk_mcp.serve(TOOLKIT, "http", port=port, auth=verifier))
+        serve = tdk_mcp.serve(TOOLKIT, "http", port=port, auth=verifier, **options)
+        task = asyncio.create_task(serve)
         try:
             while not await can_connect(port):
                 assert not task.done(), task
@@ -99,6 +100,77 @@ def test_serve_takes_a_verifier(issuer: Issuer) -> None:
         return refused.status_code, called.structured_content
 
     assert run(scenario()) == (401, {"result": "hello alice"})
+
+
+def _app_context() -> ToolContext:
+    """An application's context function: its own user id for the verified caller."""
+    caller = current_caller()
+    assert caller is not None
+    return ToolContext(user_id=f"app-{caller.subject}", metadata={"client": caller.client_id})
+
+
+def test_a_context_of_the_application_keeps_its_user_id(issuer: Issuer) -> None:
+    """A context function reads the verified caller (``tdk.auth.current_caller()``); the
+    ``user_id`` it sets is kept, the scopes and claims it leaves empty are the token's."""
+
+    @tool(read_only=True)
+    def who(context: ToolContext) -> dict[str, Any]:
+        """Who calls, and how."""
+        return {
+            "user": context.user_id,
+            "client": context.metadata["client"],
+            "scopes": sorted(context.scopes),
+            "sub": context.claims["sub"],
+        }
+
+    async def scenario() -> Any:
+        port = free_port()
+        async with JWTVerifier(issuer=issuer.url, audience=AUDIENCE) as verifier:
+            serve = tdk_mcp.serve([who], "http", port=port, auth=verifier, context=_app_context)
+            task = asyncio.create_task(serve)
+            try:
+                while not await can_connect(port):
+                    await asyncio.sleep(0.02)
+                url = f"http://127.0.0.1:{port}/mcp"
+                headers = {"Authorization": f"Bearer {issuer.token()}"}
+                async with (
+                    httpx2.AsyncClient(headers=headers, timeout=SCENARIO_TIMEOUT) as http,
+                    mcp.Client(streamable_http_client(url, http_client=http)) as client,
+                ):
+                    return (await client.call_tool("who", {})).structured_content
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    assert run(scenario()) == {
+        "user": "app-alice",
+        "client": "mcp-client",
+        "scopes": ["tools:read"],
+        "sub": "alice",
+    }
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [("tools.example.test", 200), ("127.0.0.1", 200), ("evil.example.test", 421)],
+    ids=["the-resource-url", "the-address-served", "another-name"],
+)
+def test_the_resource_urls_name_is_a_name_of_the_server(
+    issuer: Issuer, host: str, status: int
+) -> None:
+    """Behind a proxy that keeps the ``Host`` its clients send, the name of
+    ``resource_url`` passes the DNS-rebinding check; another name still does not."""
+
+    async def scenario() -> int:
+        async with (
+            serving(issuer, resource_url="https://tools.example.test/mcp") as url,
+            httpx.AsyncClient(timeout=SCENARIO_TIMEOUT) as raw,
+        ):
+            headers = {**RAW_HEADERS, "Authorization": f"Bearer {issuer.token()}", "Host": host}
+            return (await raw.post(url, json=INITIALIZE, headers=headers)).status_code
+
+    assert run(scenario()) == status
 
 
 def _call(name: str, **options: Any) -> bytes:
