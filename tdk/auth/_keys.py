@@ -110,6 +110,8 @@ class KeySet:
         found = self._matching(kid)
         now = time.monotonic()
         fetching = self._fetching
+        if fetching is not None and fetching.get_loop() is not asyncio.get_running_loop():
+            fetching = None  # (one left behind by a loop that has ended)
         if fetching is None:
             if (found and now - self._fetched < MAX_AGE) or now - self._tried < self._min_refresh:
                 return found
@@ -163,7 +165,7 @@ class KeySet:
                 reasons.append(f"{redact_url(url)}: {failed}")
                 continue
             if metadata.get("issuer") != self._issuer:
-                reasons.append(f"{redact_url(url)}: its issuer is not {self._issuer}")
+                reasons.append(f"{redact_url(url)}: its issuer is not {self._shown()}")
                 continue
             jwks_uri = metadata.get("jwks_uri")
             try:

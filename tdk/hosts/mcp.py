@@ -29,7 +29,13 @@ JSON reader could not read back (nested deeper than it reads) is that call's
 reader refuses. Each message's SERVER span is tdk's (:mod:`tdk.hosts._mcp_spans`): failing
 telemetry never costs a message.
 
-See ``docs/mcp.md``.
+Who calls: over HTTP with ``serve(..., auth=verifier)`` (``tdk serve --http --auth``) every
+request needs a bearer token (:mod:`tdk.auth`, :mod:`tdk.hosts._mcp_auth`). The context of
+each call is completed with the caller's identity (its ``user_id``, ``scopes`` and
+``claims``, where the context leaves them empty), and a tool declared with
+``requires_scopes=`` is listed only to a caller holding them.
+
+See ``docs/mcp.md`` and ``docs/auth.md``.
 """
 
 from __future__ import annotations
@@ -122,7 +128,10 @@ def server(
     ``source`` is a ``Toolkit`` or an iterable of tools (``ToolDefinition``s cannot run).
     ``runner`` runs the calls (its toolkit must be ``source`` when both are given); without
     one, a ``ToolRunner`` with its defaults (no retries, no limits: give one to have them).
-    ``context`` is the ``ToolContext`` of every call, or a function returning one per call.
+    ``context`` is the ``ToolContext`` of every call, or a function returning one per call;
+    over HTTP with authentication, the verified caller fills its empty ``user_id``,
+    ``scopes`` and ``claims``. A tool that requires scopes is listed only when the caller
+    holds them (those of a context given once, else those of the verified token).
     ``name`` defaults to the toolkit's.
 
     ``max_in_flight`` bounds the calls running at once, and ``max_unread`` the messages
