@@ -19,6 +19,11 @@ request without a valid token. The token's ``sub`` is each call's ``ToolContext.
 its scopes and claims ``ToolContext.scopes`` and ``ToolContext.claims``
 (:func:`current_caller` reads them for the request being served). See ``docs/auth.md``.
 
+Acting as the user upstream (issue 27's outbound half) starts here too: the
+:class:`OAuthProvider` a tool acts on, a user's :class:`TokenSet`, sealed by a
+:class:`TokenSealer` in a :class:`TokenStore` (:class:`InMemoryTokenStore`, or
+``RedisTokenStore`` for many workers).
+
 Each name is loaded on first use: serving without authentication never imports PyJWT.
 """
 
@@ -35,16 +40,28 @@ if TYPE_CHECKING:
         IntrospectionVerifier,
     )
     from tdk.auth._jwt import JWTVerifier
+    from tdk.auth._provider import OAuthProvider
+    from tdk.auth._redis_tokens import RedisTokenStore as RedisTokenStore
+    from tdk.auth._token_store import InMemoryTokenStore, TokenStore, TokenStoreError
+    from tdk.auth._tokens import TokenSealer, TokenSet
 
 __all__ = [
     "CLIENT_ID_VARIABLE",
     "CLIENT_SECRET_VARIABLE",
     "Caller",
+    "InMemoryTokenStore",
     "IntrospectionVerifier",
     "JWTVerifier",
+    "OAuthProvider",
+    "TokenSealer",
+    "TokenSet",
+    "TokenStore",
+    "TokenStoreError",
     "Verifier",
     "current_caller",
 ]
+# ``RedisTokenStore`` is importable from tdk.auth but left out of ``__all__``: it needs the
+# redis extra, and ``from tdk.auth import *`` must work without it.
 
 #: Public name -> the module it is loaded from on first use.
 _LAZY = {
@@ -55,6 +72,13 @@ _LAZY = {
     "CLIENT_SECRET_VARIABLE": "tdk.auth._introspection",
     "IntrospectionVerifier": "tdk.auth._introspection",
     "JWTVerifier": "tdk.auth._jwt",
+    "OAuthProvider": "tdk.auth._provider",
+    "RedisTokenStore": "tdk.auth._redis_tokens",
+    "InMemoryTokenStore": "tdk.auth._token_store",
+    "TokenStore": "tdk.auth._token_store",
+    "TokenStoreError": "tdk.auth._token_store",
+    "TokenSealer": "tdk.auth._tokens",
+    "TokenSet": "tdk.auth._tokens",
 }
 
 
@@ -68,4 +92,4 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, "RedisTokenStore"})
