@@ -15,7 +15,7 @@ the top-level module is first on ``sys.path`` while the command runs, as for a s
 module does to the process while imported (a fork, ``os._exit()``, a signal ignored) does not
 change what the command does (``tdk._cli.process``). Exit status: 0 on success, 1 when the toolkit
 cannot be loaded or the call failed, 2 for a usage error (a ``tdk serve --http --host`` that is
-not loopback, without ``--allow-unauthenticated``, included).
+not loopback, without ``--auth`` or ``--allow-unauthenticated``, included).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from tdk._cli.auth_options import add_auth_options, auth_refusal
 from tdk._cli.process import can_supervise, import_guard, supervised
 from tdk._cli.serving import DEFAULT_DEADLINE, host_refusal, serve_command, serving_packages
 from tdk._cli.streams import streams_aside
@@ -233,8 +234,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
-    if options.command == "serve" and options.http:
-        refusal = host_refusal(options.host, allowed=options.allow_unauthenticated)
+    if options.command == "serve":
+        refusal = auth_refusal(options, os.environ)
+        if refusal is None and options.http:
+            allowed = options.allow_unauthenticated or options.auth is not None
+            refusal = host_refusal(options.host, allowed=allowed)
         if refusal is not None:
             serve.error(refusal)  # exits 2: a server open to the network is asked for by name
 
@@ -348,7 +352,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         default="127.0.0.1",
         help="with --http: the address to listen on (default 127.0.0.1). Any address that is "
         "not loopback (0.0.0.0, ::, 0, a LAN address...) is refused without "
-        "--allow-unauthenticated",
+        "--allow-unauthenticated, unless --auth authenticates the callers",
     )
     serve.add_argument("--port", type=port, default=8000, help="with --http (default 8000)")
     serve.add_argument(
@@ -368,6 +372,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         "'none': no deadline). A retry that would not fit is not waited for: the model gets "
         "the error, with its retry_after_ms, at once",
     )
+    add_auth_options(serve)
     return parser, run, serve
 
 

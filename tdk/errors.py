@@ -650,7 +650,8 @@ class NetworkTransportError(ToolRuntimeError):
 
 
 class ToolRequirementError(ToolRuntimeError):
-    """A secret or metadata value the tool declared is missing from the context."""
+    """A secret, metadata value or OAuth scope the tool declared is missing from the
+    context."""
 
     kind = ErrorKind.TOOL_RUNTIME_MISSING_REQUIREMENT
 
@@ -660,6 +661,7 @@ class ToolRequirementError(ToolRuntimeError):
         *,
         missing_secrets: Iterable[str] | None = None,
         missing_metadata: Iterable[str] | None = None,
+        missing_scopes: Iterable[str] | None = None,
         **options: Unpack[RuntimeErrorOptions],
     ) -> None:
         super().__init__(
@@ -668,6 +670,7 @@ class ToolRequirementError(ToolRuntimeError):
                 options,
                 missing_secrets=None if missing_secrets is None else list(missing_secrets),
                 missing_metadata=None if missing_metadata is None else list(missing_metadata),
+                missing_scopes=None if missing_scopes is None else list(missing_scopes),
             ),
         )
 

@@ -26,14 +26,19 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tdk._cli.addresses import reach_of, unbracketed
+from tdk._cli.auth_options import protection_of
 from tdk._cli.process import THREADS_GRACE, threads_held
 from tdk._cli.served_streams import ServedStreams, served_streams
 from tdk._cli.streams import flush_stdout
 from tdk._define.toolkit import Toolkit
+from tdk._execution.context import ToolContext
 from tdk._execution.loop import run_in_new_loop
+
+if TYPE_CHECKING:
+    from tdk.auth import Verifier
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -69,7 +74,8 @@ def serving_packages(*, http: bool) -> str | None:
 
 def host_refusal(host: str, *, allowed: bool) -> str | None:
     """Why ``tdk serve --http --host HOST`` must not start (a host other than loopback, and no
-    authentication), or None. ``allowed``: ``--allow-unauthenticated`` was given."""
+    authentication), or None. ``allowed``: ``--auth`` or ``--allow-unauthenticated`` was
+    given."""
     reach = reach_of(host)
     if reach == "loopback" or allowed:
         return None
@@ -80,7 +86,8 @@ def host_refusal(host: str, *, allowed: bool) -> str | None:
     )
     return (
         f"--host {host or repr(host)} is {where}: any machine that reaches it could call "
-        "the tools, and tdk serve has no authentication. Serve on loopback (the default, "
+        "the tools, and tdk serve has no authentication unless given --auth. Give --auth jwt "
+        "or --auth introspection (docs/auth.md), or serve on loopback (the default, "
         "127.0.0.1) behind a proxy that authenticates, or give --allow-unauthenticated to "
         "serve it anyway"
     )
@@ -131,28 +138,31 @@ def _serve_toolkit(
     from tdk.runner import RetryPolicy, ToolRunner
 
     context = mcp.context_from_environment(toolkit)
-    for item in toolkit:
-        for secret in item.definition.requirements.secrets:
-            if secret not in context.secrets:
-                streams.say(
-                    f"tdk serve: {secret} is not set in the environment: calls of "
-                    f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT"
-                )
+    _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
     runner = ToolRunner(toolkit, retry=RetryPolicy(), deadline=options.deadline)
     serving: Coroutine[Any, Any, None]
     if options.http:
         from tdk.hosts._mcp_http import serve_http
 
         host = unbracketed(options.host)
-        if options.allow_unauthenticated and reach_of(host) != "loopback":
+        if options.auth is None and options.allow_unauthenticated and reach_of(host) != "loopback":
             streams.say(
                 f"tdk serve: WARNING: serving on {host} without authentication "
                 "(--allow-unauthenticated): whoever reaches it can call every tool"
             )
+        # The default context: the secrets of the environment; each call's user_id, scopes
+        # and claims are its verified token's (tdk.hosts.mcp completes it per call).
         server = mcp.server(toolkit, runner=runner, context=context)
+        protection = protection_of(options, toolkit, os.environ)
         serving = serve_http(
-            server, host, options.port, on_listening=lambda url: streams.say(f"tdk serve: {url}")
+            server,
+            host,
+            options.port,
+            on_listening=lambda url: streams.say(f"tdk serve: {url}"),
+            protection=protection,
         )
+        if protection is not None:
+            serving = _closing(serving, protection.verifier)
     else:
         serving = mcp.serve(toolkit, "stdio", runner=runner, context=context)
     try:
@@ -176,6 +186,34 @@ def _serve_toolkit(
         _exit_now(streams, 130, "tdk: interrupted")
     streams.say("tdk: interrupted")
     return 130
+
+
+def _say_what_is_missing(
+    toolkit: Toolkit, context: ToolContext, streams: ServedStreams, *, authenticated: bool
+) -> None:
+    """Tell the operator which tools will not run: a secret not in the environment, scopes
+    no caller can hold without authentication."""
+    for item in toolkit:
+        needs = item.definition.requirements
+        for secret in needs.secrets:
+            if secret not in context.secrets:
+                streams.say(
+                    f"tdk serve: {secret} is not set in the environment: calls of "
+                    f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT"
+                )
+        if needs.scopes and not authenticated:
+            streams.say(
+                f"tdk serve: {item.name} needs the scopes {' '.join(needs.scopes)}, which no "
+                "caller holds without --http --auth: it is not listed"
+            )
+
+
+async def _closing(serving: Coroutine[Any, Any, None], verifier: Verifier) -> None:
+    """``serving``, then the verifier's connections closed (in the loop that used them)."""
+    try:
+        await serving
+    finally:
+        await verifier.aclose()
 
 
 #: Said when the host has left and a call has not ended once cancelled.

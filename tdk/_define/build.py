@@ -37,6 +37,7 @@ from tdk._define.options import (
     check_marks,
     check_name,
     check_requirements,
+    check_scopes,
     check_timeout,
 )
 from tdk._define.problems import (
@@ -65,6 +66,7 @@ class ToolOptions(NamedTuple):
     description: object = None
     requires_secrets: object = ()
     requires_metadata: object = ()
+    requires_scopes: object = ()
     timeout: object = None
     deprecated: object = None
     inline: object = False
@@ -90,12 +92,7 @@ def define_tool(
     name = check_name(problems, options.name, fn.__name__)
     doc = parse_docstring(fn.__doc__)
     description = check_description(problems, options.description, doc)
-    secrets = check_requirements(
-        problems, options.requires_secrets, "requires_secrets", "secret", "API_KEY"
-    )
-    metadata = check_requirements(
-        problems, options.requires_metadata, "requires_metadata", "metadata value", "tenant_id"
-    )
+    requirements = _requirements(problems, options)
     timeout = check_timeout(problems, options.timeout)
     deprecation = check_deprecation(problems, options.deprecated)
     is_async = inspect.iscoroutinefunction(fn)
@@ -120,11 +117,6 @@ def define_tool(
     assert input_schema is not None
     assert adapter is not None
     assert output_schema is not None
-    requirements = (
-        ToolRequirements(secrets=secrets, metadata=metadata)
-        if secrets or metadata
-        else NO_REQUIREMENTS
-    )
     definition = ToolDefinition.model_construct(
         _DEFINITION_FIELDS,
         name=name,
@@ -154,6 +146,21 @@ def define_tool(
         writes=not annotations.repeatable,
     )
     return definition, spec
+
+
+def _requirements(problems: Problems, options: ToolOptions) -> ToolRequirements:
+    """What the tool needs from its context: ``requires_secrets``, ``requires_metadata`` and
+    ``requires_scopes``, checked (most tools need nothing: they share one record)."""
+    secrets = check_requirements(
+        problems, options.requires_secrets, "requires_secrets", "secret", "API_KEY"
+    )
+    metadata = check_requirements(
+        problems, options.requires_metadata, "requires_metadata", "metadata value", "tenant_id"
+    )
+    scopes = check_scopes(problems, options.requires_scopes)
+    if secrets or metadata or scopes:
+        return ToolRequirements(secrets=secrets, metadata=metadata, scopes=scopes)
+    return NO_REQUIREMENTS
 
 
 def _output(

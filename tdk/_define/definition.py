@@ -34,6 +34,16 @@ class ToolRequirements(BaseModel):
     """Names of the secrets the tool reads with ``context.get_secret``."""
     metadata: tuple[str, ...] = ()
     """Names of the metadata values the tool reads with ``context.get_metadata``."""
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes the caller must hold (``ToolContext.scopes``): without them the tool is
+    not listed to the caller over MCP, and a call of it is refused.
+
+    .. versionadded:: 0.1.0"""
+
+    @property
+    def needed(self) -> bool:
+        """Whether the tool needs anything from its context."""
+        return bool(self.secrets or self.metadata or self.scopes)
 
 
 NO_REQUIREMENTS: Final = ToolRequirements()
@@ -94,7 +104,7 @@ class ToolDefinition(BaseModel):
     output_schema: dict[str, Any]
     """JSON Schema of the value the tool returns (serialisation mode)."""
     requirements: ToolRequirements = NO_REQUIREMENTS
-    """Secrets and metadata the tool needs from its context."""
+    """Secrets, metadata and scopes the tool needs from its context."""
     annotations: ToolAnnotations = DEFAULT_ANNOTATIONS
     """What calling the tool does: read-only, idempotent, destructive, open-world."""
     deprecation_message: str | None = None
@@ -131,7 +141,7 @@ class ToolSpec:
     inline: bool
     """True for sync tools that run on the event loop itself (``@tool(inline=True)``)."""
     requirements: ToolRequirements
-    """Secrets and metadata that must be in the context before the body runs."""
+    """Secrets, metadata and scopes that must be in the context before the body runs."""
     timeout: float | None
     """The tool's own time limit in seconds; None for no limit."""
     renames: Mapping[str, str]

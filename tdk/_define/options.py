@@ -19,6 +19,9 @@ from tdk._execution.seconds import finite
 
 #: The rule for tool names shared by OpenAI, Anthropic and MCP hosts.
 TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: An OAuth scope (RFC 6749, section 3.3: ``scope-token``): printable ASCII but the space,
+#: ``"`` and ``\``; what a ``WWW-Authenticate: Bearer scope="..."`` challenge can carry.
+SCOPE_PATTERN: Final = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
 
 
 def check_name(problems: Problems, given: object, function_name: str) -> str:
@@ -101,6 +104,40 @@ def check_requirements(
         seen[folded] = item
         names.append(item)
     return tuple(names)
+
+
+def check_scopes(problems: Problems, given: object) -> tuple[str, ...]:
+    """The OAuth scopes listed by ``requires_scopes=``: each a scope token (RFC 6749), listed
+    once (scopes are compared exactly: ``Repo`` and ``repo`` are two)."""
+    hint = "list each scope the caller's token must hold, e.g. requires_scopes=['repo:write']"
+    if isinstance(given, str) or not isinstance(given, Iterable):
+        problems.add(
+            ProblemKind.INVALID_SCOPE,
+            None,
+            f"requires_scopes= must be a list of scopes, not {type(given).__name__}",
+            "write requires_scopes=['repo:write'] even for a single scope",
+        )
+        return ()
+    scopes: dict[str, None] = {}
+    for item in given:
+        if not isinstance(item, str) or SCOPE_PATTERN.fullmatch(item) is None:
+            problems.add(
+                ProblemKind.INVALID_SCOPE,
+                None,
+                f"requires_scopes= contains {quote(item)}, which is not an OAuth scope "
+                "(a non-empty string of printable ASCII without spaces, quotes or backslashes)",
+                hint,
+            )
+        elif item in scopes:
+            problems.add(
+                ProblemKind.INVALID_SCOPE,
+                None,
+                f"requires_scopes= lists {quote(item)} twice",
+                "list each scope once",
+            )
+        else:
+            scopes[item] = None
+    return tuple(scopes)
 
 
 def check_timeout(problems: Problems, given: object) -> float | None:

@@ -175,6 +175,7 @@ def tool(
     description: str | None = None,
     requires_secrets: Iterable[str] = (),
     requires_metadata: Iterable[str] = (),
+    requires_scopes: Iterable[str] = (),
     timeout: float | None = None,
     deprecated: str | None = None,
     inline: bool = False,
@@ -193,6 +194,7 @@ def tool(
     description: str | None = None,
     requires_secrets: Iterable[str] = (),
     requires_metadata: Iterable[str] = (),
+    requires_scopes: Iterable[str] = (),
     timeout: float | None = None,
     deprecated: str | None = None,
     inline: bool = False,
@@ -210,6 +212,9 @@ def tool(
       section);
     - ``requires_secrets`` / ``requires_metadata``: names that must be in the
       :class:`~tdk.ToolContext` before the tool runs;
+    - ``requires_scopes``: OAuth scopes the caller must hold (``ToolContext.scopes``, from
+      the verified token of ``tdk serve --http --auth``): a caller without them does not see
+      the tool over MCP, and a call is refused (``docs/auth.md``);
     - ``timeout``: the tool's own time limit in seconds;
     - ``deprecated``: a message saying what to use instead;
     - ``inline``: run a sync tool on the event loop itself, without the thread hop (only for
@@ -233,6 +238,7 @@ def tool(
         description=description,
         requires_secrets=requires_secrets,
         requires_metadata=requires_metadata,
+        requires_scopes=requires_scopes,
         timeout=timeout,
         deprecated=deprecated,
         inline=inline,

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
@@ -24,21 +24,9 @@ from tdk.errors import ToolRequirementError
 __all__ = ["ToolContext"]
 
 
-def _rebuild(
-    secrets: dict[str, str],
-    metadata: dict[str, Any],
-    user_id: str | None,
-    auth_token: str | None,
-    idempotency_key: str | None = None,
-) -> ToolContext:
+def _rebuild(fields: dict[str, Any]) -> ToolContext:
     """Recreate a context for ``pickle`` and ``copy`` (read-only mappings do not pickle)."""
-    return ToolContext(
-        secrets=secrets,
-        metadata=metadata,
-        user_id=user_id,
-        auth_token=auth_token,
-        idempotency_key=idempotency_key,
-    )
+    return ToolContext(**fields)
 
 
 class _MadeKey(str):
@@ -174,6 +162,18 @@ class ToolContext:
     or, given none, a random UUID of the context's own, and each call made with the context
     (``tool.run()``, a runner's call) gets a new one instead, so that two calls never
     share a key."""
+    scopes: frozenset[str] = frozenset()
+    """The OAuth scopes the caller holds: those of the verified token of ``tdk serve --http
+    --auth``, or those given. A tool declared with ``requires_scopes=`` runs only when they
+    are all here.
+
+    .. versionadded:: 0.1.0"""
+    claims: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The claims of the caller's verified token (read-only): its JWT payload, or what the
+    introspection endpoint said of it (``sub``, ``iss``, ``aud``, ``scope``, ``exp``...). Empty
+    without authentication. Never the token itself.
+
+    .. versionadded:: 0.1.0"""
     _given_key: str | None = field(default=None, init=False, repr=False)
     """The key the caller gave (None: the context made its own). Contexts compare by it,
     not by a key made at random."""
@@ -189,6 +189,8 @@ class ToolContext:
         user_id: str | None = None,
         auth_token: str | None = None,
         idempotency_key: str | None = None,
+        scopes: Iterable[str] = frozenset(),
+        claims: Mapping[str, Any] = _NOTHING,
     ) -> None:
         # (Written out only so that ``idempotency_key`` may be given as None, as before it
         # became a str: a subclass that is a dataclass of its own gets the generated one.)
@@ -197,11 +199,15 @@ class ToolContext:
         object.__setattr__(self, "user_id", user_id)
         object.__setattr__(self, "auth_token", auth_token)
         object.__setattr__(self, "idempotency_key", idempotency_key)
+        object.__setattr__(self, "scopes", scopes)
+        object.__setattr__(self, "claims", claims)
         self.__post_init__()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "secrets", MappingProxyType(dict(self.secrets)))
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        object.__setattr__(self, "scopes", _scopes(self.scopes))
+        object.__setattr__(self, "claims", MappingProxyType(dict(self.claims)))
         object.__setattr__(self, "_secret_values", secret_values(self))
         key: str | None = self.idempotency_key
         if key is None or key == "":  # none given: one of its own
@@ -251,22 +257,25 @@ class ToolContext:
         token = "'***'" if self.auth_token is not None else "None"
         given = self._given()
         key = "" if given is None else f", idempotency_key={given!r}"
+        # (the scopes and the names of the claims: their values may be personal, an email)
+        held = f", scopes={sorted(self.scopes)!r}" if self.scopes else ""
+        claims = f", claims={sorted(self.claims)!r}" if self.claims else ""
         return (
             f"ToolContext(secrets={secrets}, metadata={dict(self.metadata)!r}, "
-            f"user_id={self.user_id!r}, auth_token={token}{key})"
+            f"user_id={self.user_id!r}, auth_token={token}{key}{held}{claims})"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (
-                dict(self.secrets),
-                dict(self.metadata),
-                self.user_id,
-                self.auth_token,
-                self.idempotency_key,  # (a key made, not given, stays made: see _MadeKey)
-            ),
-        )
+        fields = {
+            "secrets": dict(self.secrets),
+            "metadata": dict(self.metadata),
+            "user_id": self.user_id,
+            "auth_token": self.auth_token,
+            "idempotency_key": self.idempotency_key,  # (a key made, not given, stays made)
+            "scopes": self.scopes,
+            "claims": dict(self.claims),
+        }
+        return (_rebuild, (fields,))
 
     def _given(self) -> str | None:
         """The idempotency key the caller gave, or None (also for a subclass whose
@@ -297,6 +306,17 @@ class ToolContext:
         object.__setattr__(copy, "idempotency_key", key)
         object.__setattr__(copy, "_given_key", key)  # (the call's: calls it makes keep it)
         return copy
+
+
+def _scopes(given: Iterable[str]) -> frozenset[str]:
+    """``scopes=`` as a frozenset of strings; a ``TypeError`` for a single string (a token's
+    space-separated ``scope`` claim is split by whoever reads it) or a scope that is none."""
+    if isinstance(given, str):
+        raise TypeError("scopes= takes a collection of scopes, not one string: split it first")
+    scopes = frozenset(given)
+    if not all(type(scope) is str for scope in scopes):
+        raise TypeError("scopes= takes strings only")
+    return scopes
 
 
 #: A context class -> the attribute names of its slots (mangled), as copies read them.

@@ -109,7 +109,7 @@ async def execute(
         task = TASK_OF(_running_loop())  # (without a Python frame: tdk._compat.running_task)
         cancelling = task.cancelling() if task is not None else 0  # requests made before this call
         try:
-            if spec.requirements.secrets or spec.requirements.metadata:
+            if spec.requirements.needed:
                 _check_requirements(spec, context)
             validated = _validated(spec, name, arguments, secrets)
             if type(validated) is ErrorInfo:
@@ -259,18 +259,23 @@ def checked_seconds(timeout: object) -> float:
 def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
     secrets = context.secrets if context is not None else {}
     metadata = context.metadata if context is not None else {}
+    scopes = context.scopes if context is not None else frozenset()
     missing_secrets = [n for n in spec.requirements.secrets if not secrets.get(n)]
     missing_metadata = [n for n in spec.requirements.metadata if n not in metadata]
-    if missing_secrets or missing_metadata:
+    missing_scopes = [n for n in spec.requirements.scopes if n not in scopes]
+    if missing_secrets or missing_metadata or missing_scopes:
         missing = [f"secret '{n}'" for n in missing_secrets]
         missing += [f"metadata '{n}'" for n in missing_metadata]
+        missing += [f"scope '{n}'" for n in missing_scopes]
         raise ToolRequirementError(
             f"The tool cannot run: {', '.join(missing)} missing from its context.",
             missing_secrets=missing_secrets or None,
             missing_metadata=missing_metadata or None,
+            missing_scopes=missing_scopes or None,
             developer_message=(
-                "Pass the missing values in ToolContext(secrets={...}, metadata={...}) "
-                "when calling the tool."
+                "Pass the missing values in ToolContext(secrets={...}, metadata={...}, "
+                "scopes=[...]) when calling the tool; over tdk serve --http --auth, the "
+                "scopes are those of the caller's token."
             ),
         )
 

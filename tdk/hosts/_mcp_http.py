@@ -21,11 +21,13 @@ import logging
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from tdk._cli.addresses import Listening, listening_address
+from tdk.hosts._mcp_auth import Protection, protected_app
 
 __all__ = ["security", "serve_http"]
 
@@ -41,14 +43,26 @@ async def serve_http(
     port: int,
     *,
     on_listening: Callable[[str], None] | None = None,
+    protection: Protection | None = None,
 ) -> None:
     """Serve ``mcp_server`` over streamable HTTP at ``http://host:port/mcp`` until cancelled
     (then as on Ctrl-C: the socket closes, the sessions end). ``OSError`` when the address
-    cannot be bound; ``on_listening(url)`` once it is."""
+    cannot be bound; ``on_listening(url)`` once it is. With ``protection``, every request
+    needs a bearer token it verifies (:mod:`tdk.hosts._mcp_auth`)."""
     import uvicorn
 
     where = listening_address(host, port)
-    app = mcp_server.streamable_http_app(host=host, transport_security=security(where))
+    if protection is None:
+        app = mcp_server.streamable_http_app(host=host, transport_security=security(where))
+    else:
+        resource = protection.resource_url or where.url
+        app = protected_app(
+            mcp_server,
+            protection,
+            host=host,
+            transport_security=security(where, also=resource, authenticated=True),
+            resource_url=resource,
+        )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
     )
@@ -65,17 +79,24 @@ async def serve_http(
             raise
 
 
-def security(where: Listening) -> TransportSecuritySettings | None:
-    """The DNS-rebinding check for a server at ``where`` (see the module docstring); None,
-    with a WARNING, on every interface."""
+def security(
+    where: Listening, *, also: str | None = None, authenticated: bool = False
+) -> TransportSecuritySettings | None:
+    """The DNS-rebinding check for a server at ``where`` (see the module docstring), which
+    also takes the name of the URL ``also`` (the public URL of a protected resource, behind a
+    proxy that keeps the ``Host`` its clients send); None, with a WARNING, on every
+    interface. ``authenticated``: the server checks bearer tokens."""
     if where.reach == "every":
         logger.warning(
-            "serving on every interface (%r): no DNS-rebinding protection and no "
-            "authentication; put it behind a proxy that checks Host and authenticates",
+            "serving on every interface (%r): no DNS-rebinding protection%s; put it behind a "
+            "proxy that checks Host%s",
             where.host,
+            "" if authenticated else " and no authentication",
+            "" if authenticated else " and authenticates",
         )
         return None
-    given = (where.host, where.bound)
+    public = urlsplit(also).hostname if also else None
+    given = (where.host, where.bound, *((public,) if public else ()))
     loopback = _LOOPBACK if where.reach == "loopback" else ()
     names = dict.fromkeys(
         (f"[{name}]" if ":" in name else name for name in (*given, *loopback)),

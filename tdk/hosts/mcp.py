@@ -29,7 +29,13 @@ JSON reader could not read back (nested deeper than it reads) is that call's
 reader refuses. Each message's SERVER span is tdk's (:mod:`tdk.hosts._mcp_spans`): failing
 telemetry never costs a message.
 
-See ``docs/mcp.md``.
+Who calls: over HTTP with ``serve(..., auth=verifier)`` (``tdk serve --http --auth``) every
+request needs a bearer token (:mod:`tdk.auth`, :mod:`tdk.hosts._mcp_auth`). The context of
+each call is completed with the caller's identity (its ``user_id``, ``scopes`` and
+``claims``, where the context leaves them empty), and a tool declared with
+``requires_scopes=`` is listed only to a caller holding them.
+
+See ``docs/mcp.md`` and ``docs/auth.md``.
 """
 
 from __future__ import annotations
@@ -65,8 +71,10 @@ from tdk._execution.call_scope import failure_result, shown_name
 from tdk._execution.context import ToolContext
 from tdk._execution.model_text import utf8_copy
 from tdk._execution.result import ToolResult
+from tdk.auth._caller import Verifier, current_caller, with_caller
 from tdk.errors import FatalToolError
 from tdk.hosts._mcp_answer import answer
+from tdk.hosts._mcp_auth import Protection, scopes_needed
 from tdk.hosts._mcp_http import serve_http
 from tdk.hosts._mcp_load import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNREAD, Load
 from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
@@ -120,7 +128,10 @@ def server(
     ``source`` is a ``Toolkit`` or an iterable of tools (``ToolDefinition``s cannot run).
     ``runner`` runs the calls (its toolkit must be ``source`` when both are given); without
     one, a ``ToolRunner`` with its defaults (no retries, no limits: give one to have them).
-    ``context`` is the ``ToolContext`` of every call, or a function returning one per call.
+    ``context`` is the ``ToolContext`` of every call, or a function returning one per call;
+    over HTTP with authentication, the verified caller fills its empty ``user_id``,
+    ``scopes`` and ``claims``. A tool that requires scopes is listed only when the caller
+    holds them (those of a context given once, else those of the verified token).
     ``name`` defaults to the toolkit's.
 
     ``max_in_flight`` bounds the calls running at once, and ``max_unread`` the messages
@@ -153,7 +164,7 @@ def server(
 class _Calls:
     """The handlers of one server: ``tools/list`` and ``tools/call``."""
 
-    __slots__ = ("context", "load", "runner", "toolkit", "wraps")
+    __slots__ = ("context", "load", "runner", "scoped", "toolkit", "wraps")
 
     def __init__(
         self, toolkit: Toolkit, runner: ToolRunner, context: ContextSource, load: Load
@@ -163,12 +174,27 @@ class _Calls:
         self.context = context
         self.load = load
         self.wraps: dict[str, bool] = {}  # tool -> whether its value goes out as {"result": ...}
+        # tool -> the scopes it needs, for the tools that need some
+        self.scoped = {
+            item.name: item.definition.requirements.scopes
+            for item in toolkit
+            if item.definition.requirements.scopes
+        }
 
     async def list_tools(
         self, _request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """The tools, as MCP lists them."""
-        return types.ListToolsResult(tools=tools(self.toolkit))
+        """The tools, as MCP lists them: those whose scopes the caller holds."""
+        listed = tools(self.toolkit)
+        if self.scoped:
+            # The caller's scopes: those of a context given once, else the verified token's
+            # (a context function makes its contexts per call, not for a listing).
+            given = self.context if isinstance(self.context, ToolContext) else None
+            caller = with_caller(given, current_caller())
+            held = caller.scopes if caller is not None else frozenset()
+            scoped = self.scoped
+            listed = [each for each in listed if held.issuperset(scoped.get(each.name, ()))]
+        return types.ListToolsResult(tools=listed)
 
     async def call_tool(
         self, request: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -198,7 +224,9 @@ class _Calls:
         if failed is None:
             load.running += 1
             try:
-                each = await _context_for_call(self.context)
+                # JOIN(issue 25): the verified caller is the request record's ``auth``; the
+                # fields a call's context leaves empty (user_id, scopes, claims) are its own.
+                each = with_caller(await _context_for_call(self.context), current_caller())
                 return await self.runner.run(
                     params.name, params.arguments, context=each, call_id=call_id
                 )
@@ -271,11 +299,20 @@ async def serve(
     name: str | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     max_unread: int = DEFAULT_MAX_UNREAD,
+    auth: Verifier | None = None,
+    resource_url: str | None = None,
 ) -> None:
     """Serve the tools of ``source`` until the client goes (stdio) or the task is cancelled:
     over the process's stdin and stdout, or, with ``transport="http"``, over streamable HTTP
     at ``http://{host}:{port}/mcp``. The other options are :func:`server`'s (``max_unread``
-    applies to stdio: over HTTP each answer has a response of its own)."""
+    applies to stdio: over HTTP each answer has a response of its own).
+
+    ``auth`` (HTTP only): a :class:`~tdk.auth.Verifier` of the bearer token every request
+    must carry (``tdk.auth.JWTVerifier``, ``tdk.auth.IntrospectionVerifier``; closing it is
+    yours); the token's ``sub``, scopes and claims complete each call's context. The server
+    is the protected resource ``resource_url`` (default: the URL it serves), whose metadata
+    it publishes at ``/.well-known/oauth-protected-resource/mcp``. See ``docs/auth.md``.
+    """
     mcp_server = cast(
         _Served,
         server(
@@ -288,6 +325,8 @@ async def serve(
         ),
     )
     if transport == "stdio":
+        if auth is not None:
+            raise ValueError("auth= authenticates HTTP requests: serve with transport='http'")
         async with stdio_streams(mcp_server.load) as (read, write):  # (fd 1 to stderr meanwhile)
             try:
                 await mcp_server.run(read, write, mcp_server.create_initialization_options())
@@ -298,7 +337,11 @@ async def serve(
         return
     if transport != "http":
         raise ValueError(f"transport must be 'stdio' or 'http', not {transport!r}")
-    await serve_http(mcp_server, host, port)
+    protection = None
+    if auth is not None:
+        needs = scopes_needed(item.definition for item in _toolkit_of(source, runner, name))
+        protection = Protection(auth, resource_url, needs)
+    await serve_http(mcp_server, host, port, protection=protection)
 
 
 def context_from_environment(

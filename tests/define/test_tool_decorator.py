@@ -123,6 +123,7 @@ def test_definition_is_frozen_and_serialisable() -> None:
     assert definition.model_dump(mode="json")["requirements"] == {
         "secrets": ["GITHUB_TOKEN"],
         "metadata": ["org"],
+        "scopes": [],
     }
     assert definition.toolkit is None
 

@@ -111,6 +111,25 @@ def contexts_carry_a_key(maybe: str | None) -> None:
     del key, headers
 
 
+def contexts_carry_the_caller(claims: dict[str, Any]) -> None:
+    """Scopes are read as a frozenset and claims as a mapping; one string is not scopes."""
+    context = ToolContext(user_id="alice", scopes=["repo:write"], claims=claims)
+    held: frozenset[str] = context.scopes
+    email: Any = context.claims.get("email")
+    context.claims["sub"] = "mallory"  # type: ignore[index]
+    del held, email
+
+
+@tool(requires_scopes=["repo:write"])
+def close_issue(number: int, context: ToolContext) -> str:
+    """Close an issue.
+
+    Args:
+        number: The issue.
+    """
+    return f"{context.user_id} closed {number}"
+
+
 class _UpdateOnly:
     """A store written against ``update`` alone (before the named operations)."""
 

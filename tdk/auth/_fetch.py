@@ -1,0 +1,141 @@
+"""Bounded reads of an authorization server's JSON: its metadata, its keys, its introspection.
+
+An authorization server that is down, slow, or answers something else than JSON (an HTML
+login page, a 500, a body that never ends) must cost a request no more than
+:data:`FETCH_TIMEOUT` seconds and :data:`MAX_BODY` bytes, and must never raise anything but
+:class:`FetchError` to the verifier, which refuses the token (a 401) and logs why: the URL
+redacted, the reason in words of tdk's own, never the foreign exception's text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx
+
+from tdk._execution.seconds import finite, shown
+
+__all__ = [
+    "FETCH_TIMEOUT",
+    "MAX_BODY",
+    "FetchError",
+    "checked_url",
+    "fetch_json",
+    "seconds_option",
+]
+
+#: Seconds one fetch may take, from the connection to the last byte of the body.
+FETCH_TIMEOUT: Final = 5.0
+#: The largest body read, in bytes (a JWKS of a few dozen keys is under 50 KB).
+MAX_BODY: Final = 256 * 1024
+
+
+class FetchError(Exception):
+    """A fetch gave no JSON object; ``str()`` says why in tdk's words (safe to log)."""
+
+
+def checked_url(url: str, what: str, *, plain_http: bool = False) -> str:
+    """``url`` when it is an ``https`` URL, or ``http`` on a loopback address (tests, a
+    sidecar), or anywhere with ``plain_http``; a ``ValueError`` naming ``what`` otherwise.
+    Keys or answers read over plain HTTP from another machine could be swapped on the way,
+    and every token then forged."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        host = None
+        parts = None
+    if parts is None or parts.scheme not in ("https", "http") or not host:
+        raise ValueError(f"{what} must be an https URL, not {url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{what} must not hold credentials")
+    if parts.scheme == "http" and not plain_http and not _loopback(host):
+        raise ValueError(f"{what} must be https (plain http only on loopback): {url!r}")
+    return url
+
+
+def seconds_option(value: object, what: str, *, zero: bool = False) -> float:
+    """``value`` as seconds: a finite number > 0 (>= 0 with ``zero``); else a ``ValueError``
+    naming ``what``."""
+    seconds = finite(value)
+    if seconds is None or seconds < 0 or (seconds == 0 and not zero):
+        bound = ">= 0" if zero else "> 0"
+        raise ValueError(f"{what} must be a finite number of seconds {bound}, not {shown(value)}")
+    return seconds
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def fetch_json(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    form: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = FETCH_TIMEOUT,
+    limit: int = MAX_BODY,
+) -> dict[str, Any]:
+    """The JSON object at ``url`` (a GET; a POST of ``form`` when given), answered 200 with a
+    JSON media type, read in ``timeout`` seconds and ``limit`` bytes at most; else
+    :class:`FetchError`. Redirects are not followed."""
+    try:
+        async with asyncio.timeout(timeout):
+            body = await _body(client, url, form, headers, limit)
+    except FetchError:
+        raise
+    except TimeoutError:
+        raise FetchError(f"no complete answer within {timeout:g} s") from None
+    except httpx.HTTPError as failed:
+        raise FetchError(f"the request failed ({type(failed).__name__})") from None
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        raise FetchError("the answer is not JSON") from None
+    if not isinstance(value, dict):
+        raise FetchError("the answer is not a JSON object")
+    return value
+
+
+async def _body(
+    client: httpx.AsyncClient,
+    url: str,
+    form: Mapping[str, str] | None,
+    headers: Mapping[str, str] | None,
+    limit: int,
+) -> bytes:
+    method = "GET" if form is None else "POST"
+    # (no compression: a small gzip body may inflate to gigabytes before any size check)
+    sent = {"Accept": "application/json", "Accept-Encoding": "identity", **(headers or {})}
+    async with client.stream(
+        method, url, data=form, headers=sent, follow_redirects=False
+    ) as response:
+        if response.status_code != 200:
+            raise FetchError(f"the answer is HTTP {response.status_code}, not 200")
+        media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            raise FetchError(f"the answer is {media or 'untyped'}, not JSON")
+        if response.headers.get("content-encoding", "identity").lower() != "identity":
+            raise FetchError("the answer is compressed, which was not asked for")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise FetchError(f"the answer is larger than {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_raw():
+            size += len(chunk)
+            if size > limit:
+                raise FetchError(f"the answer is larger than {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
