@@ -63,6 +63,10 @@ MISSION_TABLE = {
     "TOOL_RUNTIME_RATE_LIMITED": ("rate_limit", True),
     "TOOL_RUNTIME_CIRCUIT_OPEN": ("circuit_open", True),
     "TOOL_RUNTIME_BULKHEAD_FULL": ("bulkhead_full", True),
+    # MISSION section 16: asks and approvals.
+    "TOOL_RUNTIME_INPUT_REQUIRED": ("context_required", False),
+    "TOOL_RUNTIME_APPROVAL_DENIED": ("declined", False),
+    "TOOL_RUNTIME_RESUME_INVALID": ("validation", False),
     "UPSTREAM_RUNTIME_BAD_REQUEST": ("validation", False),
     "UPSTREAM_RUNTIME_AUTH_ERROR": ("authentication", False),
     "UPSTREAM_RUNTIME_NOT_FOUND": ("not_found", False),
