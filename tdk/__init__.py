@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tdk._execution.call import ToolCall
     from tdk._execution.context import ToolContext
     from tdk._execution.default import DEFAULT, Default
+    from tdk._execution.requests import Choose, Confirm, Form, OpenUrl
     from tdk._execution.result import ToolResult
     from tdk.errors import (
         ContextRequiredToolError,
@@ -80,6 +81,10 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "ToolCall": "tdk._execution.call",
     "ToolContext": "tdk._execution.context",
+    "Choose": "tdk._execution.requests",
+    "Confirm": "tdk._execution.requests",
+    "Form": "tdk._execution.requests",
+    "OpenUrl": "tdk._execution.requests",
     "DEFAULT": "tdk._execution.default",
     "Default": "tdk._execution.default",
     "ProblemKind": "tdk._define.problems",
@@ -162,15 +167,19 @@ sys.modules[__name__].__class__ = _Package
 __all__ = [
     "DEFAULT",
     "Bulkhead",
+    "Choose",
     "CircuitBreaker",
+    "Confirm",
     "ContextRequiredToolError",
     "Default",
     "ErrorCategory",
     "ErrorInfo",
     "ErrorKind",
     "FatalToolError",
+    "Form",
     "InMemoryStore",
     "NetworkTransportError",
+    "OpenUrl",
     "ProblemKind",
     "RateLimit",
     "RetryPolicy",

@@ -52,6 +52,7 @@ class ProblemKind(enum.StrEnum):
     INVALID_INLINE = "invalid_inline"
     INVALID_MARK = "invalid_mark"
     CONTRADICTING_MARKS = "contradicting_marks"
+    INVALID_APPROVAL = "invalid_approval"
 
     MISSING_ANNOTATION = "missing_annotation"
     UNRESOLVED_ANNOTATION = "unresolved_annotation"
@@ -96,6 +97,7 @@ _DEFINITION_KINDS: Final = frozenset(
         _P.INVALID_INLINE,
         _P.INVALID_MARK,
         _P.CONTRADICTING_MARKS,
+        _P.INVALID_APPROVAL,
     }
 )
 _OUTPUT_KINDS: Final = frozenset(
