@@ -74,6 +74,11 @@ class AskState:
     """Key -> the answer, as given (checked against the sealed requests already)."""
     approve: bool = False
     """The call needs the user's approval before its body runs."""
+    served: bool = False
+    """The call came through a server (``tdk serve``, ``tdk.hosts.mcp``): a runner that
+    does not say otherwise asks the approval of a tool declared ``destructive=True``."""
+    rounds: int = 0
+    """How many times the call was resumed already (a runner bounds it)."""
 
 
 #: The state of a call nobody answered.
