@@ -140,6 +140,8 @@ class Asks:
         except ToolRequirementError as missing:
             return missing
         refusal = self._refusal(payload, context, sent)
+        if refusal is None and callable(answers):  # (a host's, read as the token asked)
+            answers = answers(payload["q"])
         if refusal is None:
             refusal = _unfit(payload["q"], answers)
         if refusal is not None:
