@@ -10,7 +10,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 import tdk
-from tdk import Toolkit, ToolContext, tool
+from tdk import ToolContext, Toolkit, tool
 
 #: What the bodies did, in order (a test clears it).
 DONE: list[str] = []

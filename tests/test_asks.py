@@ -208,21 +208,17 @@ def _other_key() -> tuple[ToolRunner, str]:
     return ToolRunner(toolkit(), state_key="another key, sixteen bytes or more"), token
 
 
+def _changed(change: Callable[[str], str]) -> Callable[[], tuple[ToolRunner, str]]:
+    def make() -> tuple[ToolRunner, str]:
+        tools, token = _first()()
+        return tools, change(token)
+
+    return make
+
+
 REFUSALS = [
-    pytest.param(
-        lambda: (lambda t: (t[0], _tampered(t[1])))(_first()()),
-        USER,
-        {"sure": True},
-        "tampered",
-        id="tampered",
-    ),
-    pytest.param(
-        lambda: (lambda t: (t[0], t[1][:-7]))(_first()()),
-        USER,
-        {"sure": True},
-        "tampered",
-        id="truncated",
-    ),
+    pytest.param(_changed(_tampered), USER, {"sure": True}, "tampered", id="tampered"),
+    pytest.param(_changed(lambda t: t[:-7]), USER, {"sure": True}, "tampered", id="truncated"),
     pytest.param(_other_key, USER, {"sure": True}, "tampered", id="another-key"),
     pytest.param(lambda: (runner(), "not a token"), USER, {}, "tampered", id="garbage"),
     pytest.param(lambda: (runner(), "tdk1." + "A" * 70_000), USER, {}, "tampered", id="huge"),
