@@ -68,6 +68,14 @@ def test_a_confirmation_is_asked_then_the_call_runs_again_with_the_answer() -> N
     assert DONE == ["deleted main with key call-7"]
 
 
+def test_a_resumed_call_keeps_its_call_id() -> None:
+    """A host matches the resumed result to the model's call by the id of the first run."""
+    tools = runner()
+    first = run(tools.run("delete_branch", {"branch": "x"}, context=USER, call_id="call_1"))
+    _, token = pending(first)
+    assert run(tools.resume(token, {"sure": True}, context=USER)).call_id == "call_1"
+
+
 def test_a_resumed_call_keeps_the_key_the_context_made() -> None:
     """A context without a key of its own: the key of the first run is the resumed call's."""
     tools = runner()

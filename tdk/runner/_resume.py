@@ -53,6 +53,8 @@ class Resumed:
     tool: str
     arguments: dict[str, Any]
     context: ToolContext
+    call_id: str | None
+    """The id of the call as first made (a host matches the result to the model's call)."""
 
 
 class Asks:
@@ -100,6 +102,7 @@ class Asks:
             "q": pending.requests,
             "ans": dict(state.answers),
             "r": state.rounds + 1,
+            "cid": result.call_id,
         }
         try:
             token = self._sealer.seal(payload)
@@ -158,7 +161,12 @@ class Asks:
         if not first:
             return _refused("used", "This answer was already used: the call ran with it.")
         assert isinstance(answers, Mapping)
-        return Resumed(payload["tool"], payload["args"], _context_of(payload, answers, context))
+        return Resumed(
+            payload["tool"],
+            payload["args"],
+            _context_of(payload, answers, context),
+            payload.get("cid"),
+        )
 
     def _refusal(
         self, payload: dict[str, Any], context: ToolContext | None, sent: tuple[str, Any] | None

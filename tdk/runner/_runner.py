@@ -357,7 +357,8 @@ class ToolRunner:
 
         ``token`` is ``result.pending.token``; ``context`` is the caller's, as for
         :meth:`run` (its ``user_id`` must be the one the call was made for). The call keeps
-        its idempotency key, and every answer given in earlier rounds. Refused with
+        its idempotency key, its ``call_id`` (unless one is given), and every answer given in
+        earlier rounds. Refused with
         ``TOOL_RUNTIME_RESUME_INVALID``, before anything runs: a token tampered with,
         truncated, expired, already used, another user's or of a tool that changed; an
         answer that does not fit its request, or under a key that was not asked; and, retryable,
@@ -396,6 +397,7 @@ class ToolRunner:
             return refusal_result(
                 shown_name(name, context), opened, context, call_id, started, instruments=None
             )
+        call_id = opened.call_id if call_id is None else call_id
         return await self.run(
             opened.tool, opened.arguments, context=opened.context, call_id=call_id
         )
