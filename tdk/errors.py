@@ -31,7 +31,10 @@ The tree::
         ├── ToolRequirementError
         ├── ToolRateLimitedError
         ├── ToolCircuitOpenError
-        └── ToolBulkheadFullError
+        ├── ToolBulkheadFullError
+        ├── ToolInputRequiredError
+        ├── ToolApprovalDeniedError
+        └── ToolResumeInvalidError
 
 Errors are plain data: :meth:`ToolError.to_dict` gives fixed keys, :meth:`ToolError.to_error_info`
 the frozen :class:`ErrorInfo` that results carry, and every error pickles with all its fields.
@@ -73,18 +76,21 @@ __all__ = [
     "FatalToolError",
     "NetworkTransportError",
     "RetryableToolError",
+    "ToolApprovalDeniedError",
     "ToolBulkheadFullError",
     "ToolCancelledError",
     "ToolCircuitOpenError",
     "ToolDefinitionError",
     "ToolError",
     "ToolInputError",
+    "ToolInputRequiredError",
     "ToolInputSchemaError",
     "ToolNotFoundError",
     "ToolOutputError",
     "ToolOutputSchemaError",
     "ToolRateLimitedError",
     "ToolRequirementError",
+    "ToolResumeInvalidError",
     "ToolRuntimeError",
     "ToolTimeoutError",
     "ToolkitLoadError",
@@ -122,6 +128,7 @@ class ErrorCategory(enum.StrEnum):
     CONTEXT_REQUIRED = "context_required"
     CANCELLED = "cancelled"
     CONFIGURATION = "configuration"
+    DECLINED = "declined"
 
 
 class ErrorKind(enum.StrEnum):
@@ -143,6 +150,9 @@ class ErrorKind(enum.StrEnum):
     TOOL_RUNTIME_RATE_LIMITED = "TOOL_RUNTIME_RATE_LIMITED"
     TOOL_RUNTIME_CIRCUIT_OPEN = "TOOL_RUNTIME_CIRCUIT_OPEN"
     TOOL_RUNTIME_BULKHEAD_FULL = "TOOL_RUNTIME_BULKHEAD_FULL"
+    TOOL_RUNTIME_INPUT_REQUIRED = "TOOL_RUNTIME_INPUT_REQUIRED"
+    TOOL_RUNTIME_APPROVAL_DENIED = "TOOL_RUNTIME_APPROVAL_DENIED"
+    TOOL_RUNTIME_RESUME_INVALID = "TOOL_RUNTIME_RESUME_INVALID"
     UPSTREAM_RUNTIME_BAD_REQUEST = "UPSTREAM_RUNTIME_BAD_REQUEST"
     UPSTREAM_RUNTIME_AUTH_ERROR = "UPSTREAM_RUNTIME_AUTH_ERROR"
     UPSTREAM_RUNTIME_NOT_FOUND = "UPSTREAM_RUNTIME_NOT_FOUND"
@@ -187,6 +197,9 @@ _KIND_TABLE: Final[Mapping[ErrorKind, tuple[ErrorCategory, bool]]] = {
     _K.TOOL_RUNTIME_RATE_LIMITED: (_C.RATE_LIMIT, True),
     _K.TOOL_RUNTIME_CIRCUIT_OPEN: (_C.CIRCUIT_OPEN, True),
     _K.TOOL_RUNTIME_BULKHEAD_FULL: (_C.BULKHEAD_FULL, True),
+    _K.TOOL_RUNTIME_INPUT_REQUIRED: (_C.CONTEXT_REQUIRED, False),
+    _K.TOOL_RUNTIME_APPROVAL_DENIED: (_C.DECLINED, False),
+    _K.TOOL_RUNTIME_RESUME_INVALID: (_C.VALIDATION, False),
     _K.UPSTREAM_RUNTIME_BAD_REQUEST: (_C.VALIDATION, False),
     _K.UPSTREAM_RUNTIME_AUTH_ERROR: (_C.AUTHENTICATION, False),
     _K.UPSTREAM_RUNTIME_NOT_FOUND: (_C.NOT_FOUND, False),
@@ -727,6 +740,60 @@ class ToolBulkheadFullError(ToolRuntimeError):
         super().__init__(
             message, **_with_details(options, max_concurrent=max_concurrent, max_wait=max_wait)
         )
+
+
+class ToolInputRequiredError(ToolRuntimeError):
+    """The call stopped to ask the user (``context.ask()``, or an approval): the result's
+    ``pending`` holds the requests and the token to resume it with (``docs/asks.md``).
+    ``details["keys"]`` names what was asked."""
+
+    kind = ErrorKind.TOOL_RUNTIME_INPUT_REQUIRED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        requests: Mapping[str, Mapping[str, Any]] | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        asked = {} if requests is None else {str(k): dict(v) for k, v in requests.items()}
+        super().__init__(message, **_with_details(options, keys=list(asked) or None))
+        self.requests: dict[str, dict[str, Any]] = asked
+        """Key -> the request, as JSON data (what ``result.pending.requests`` holds)."""
+
+
+class ToolApprovalDeniedError(ToolRuntimeError):
+    """The user declined: the approval of the call, or a question the tool asked
+    (``details["key"]`` names which)."""
+
+    kind = ErrorKind.TOOL_RUNTIME_APPROVAL_DENIED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        super().__init__(message, **_with_details(options, key=key))
+
+
+class ToolResumeInvalidError(ToolRuntimeError):
+    """A resume was refused: its token is tampered, expired, used or another call's, or an
+    answer does not fit its request (``details["reason"]``, and ``details["key"]`` for an
+    answer). The call did not run."""
+
+    kind = ErrorKind.TOOL_RUNTIME_RESUME_INVALID
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        key: str | None = None,
+        **options: Unpack[RuntimeErrorOptions],
+    ) -> None:
+        super().__init__(message, **_with_details(options, reason=reason, key=key))
 
 
 class ErrorInfo(BaseModel):

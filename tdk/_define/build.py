@@ -31,6 +31,7 @@ from tdk._define.definition import (
 from tdk._define.docstrings import parse_docstring
 from tdk._define.options import (
     MARKS,
+    check_approval_option,
     check_deprecation,
     check_description,
     check_inline,
@@ -74,6 +75,7 @@ class ToolOptions(NamedTuple):
     idempotent: object = None
     destructive: object = None
     open_world: object = None
+    requires_approval: object = False
 
 
 def define_tool(
@@ -98,6 +100,7 @@ def define_tool(
     is_async = inspect.iscoroutinefunction(fn)
     inline = check_inline(problems, options.inline, is_async, options.timeout)
     annotations = check_marks(problems, {mark: getattr(options, mark) for mark in MARKS})
+    approval = check_approval_option(problems, options.requires_approval)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         problems.add(
             ProblemKind.GENERATOR_FUNCTION,
@@ -144,6 +147,8 @@ def define_tool(
             may_hold_numbers(output_schema) or core_may_hold_numbers(adapter.core_schema)
         ),
         writes=not annotations.repeatable,
+        approval=approval,
+        declared_destructive=options.destructive is True,
     )
     return definition, spec
 

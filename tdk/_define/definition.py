@@ -7,9 +7,9 @@ function; nothing changes them afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
@@ -18,11 +18,20 @@ from tdk._execution.context import ToolContext, context_of_call
 __all__ = [
     "DEFAULT_ANNOTATIONS",
     "NO_REQUIREMENTS",
+    "ApprovalOption",
+    "ApprovalRule",
     "ToolAnnotations",
     "ToolDefinition",
     "ToolRequirements",
     "ToolSpec",
 ]
+
+
+#: ``@tool(requires_approval=fn)``: whether a call (its validated arguments by parameter
+#: name, and its context) needs the user's approval.
+ApprovalRule: TypeAlias = Callable[[dict[str, Any], ToolContext], bool]
+#: What ``requires_approval=`` takes.
+ApprovalOption: TypeAlias = bool | ApprovalRule
 
 
 class ToolRequirements(BaseModel):
@@ -165,6 +174,12 @@ class ToolSpec:
     writes: bool = True
     """Whether the tool may write: neither read-only nor idempotent. A failure of its call
     that may have acted is then not offered for repeating (see :mod:`tdk._execution.writes`)."""
+    approval: ApprovalRule | Literal[True] | None = None
+    """``@tool(requires_approval=...)``: True (every call), a rule deciding per call, or None
+    (the tool asks for none: see :mod:`tdk._execution.approval`)."""
+    declared_destructive: bool = False
+    """The author said ``destructive=True``: a runner that confirms destructive tools (a
+    tool served by ``tdk serve``) asks the user's approval of each call."""
     parameter_names: tuple[str, ...] = field(init=False)
     """The advertised argument names, in order, as an input error lists them; derived from
     ``input_model``."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Literal, cast
 
-from tdk._define.definition import ToolAnnotations
+from tdk._define.definition import ApprovalRule, ToolAnnotations
 from tdk._define.docstrings import Doc
 from tdk._define.problems import ProblemKind, Problems, quote
 from tdk._execution.seconds import finite
@@ -234,3 +234,36 @@ def check_marks(problems: Problems, given: dict[str, object]) -> ToolAnnotations
         destructive=not read_only if destructive is None else destructive,
         open_world=True if marks["open_world"] is None else marks["open_world"],
     )
+
+
+def check_approval_option(problems: Problems, given: object) -> ApprovalRule | Literal[True] | None:
+    """``requires_approval=``: True, None for False, or a plain function taking the
+    arguments and the context (a coroutine function cannot be asked before the body)."""
+    if given is True:
+        return True
+    if given is False or given is None:
+        return None
+    problem = None
+    if not callable(given) or isinstance(given, type):
+        problem = f"requires_approval= must be True, False or a function, not {quote(given)}"
+    elif inspect.iscoroutinefunction(given) or inspect.iscoroutinefunction(
+        getattr(given, "__call__", None)  # noqa: B004 (an object whose __call__ is async)
+    ):
+        problem = "requires_approval= must be a plain function: it is asked before the body runs"
+    else:
+        try:
+            inspect.signature(given).bind(None, None)
+        except TypeError:
+            problem = "requires_approval= must take two arguments: the arguments and the context"
+        except ValueError:  # (a builtin without a signature: trusted)
+            pass
+    if problem is None:
+        return cast(ApprovalRule, given)
+    problems.add(
+        ProblemKind.INVALID_APPROVAL,
+        None,
+        problem,
+        "pass requires_approval=True, or a function such as "
+        "lambda arguments, context: arguments['amount'] > 100",
+    )
+    return None

@@ -53,6 +53,7 @@ class ProblemKind(enum.StrEnum):
     INVALID_MARK = "invalid_mark"
     CONTRADICTING_MARKS = "contradicting_marks"
     INVALID_SCOPE = "invalid_scope"
+    INVALID_APPROVAL = "invalid_approval"
 
     MISSING_ANNOTATION = "missing_annotation"
     UNRESOLVED_ANNOTATION = "unresolved_annotation"
@@ -98,6 +99,7 @@ _DEFINITION_KINDS: Final = frozenset(
         _P.INVALID_MARK,
         _P.CONTRADICTING_MARKS,
         _P.INVALID_SCOPE,
+        _P.INVALID_APPROVAL,
     }
 )
 _OUTPUT_KINDS: Final = frozenset(

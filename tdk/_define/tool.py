@@ -17,7 +17,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from tdk._compat.frames import calling_frame
 from tdk._define import ToolOptions, define_tool, function_of
-from tdk._define.definition import ToolDefinition, ToolSpec
+from tdk._define.definition import ApprovalOption, ToolDefinition, ToolSpec
 from tdk._execution.arguments import Arguments
 from tdk._execution.context import ToolContext
 from tdk._execution.default import DEFAULT, Default
@@ -183,6 +183,7 @@ def tool(
     idempotent: bool | None = None,
     destructive: bool | None = None,
     open_world: bool = True,
+    requires_approval: ApprovalOption = False,
 ) -> Callable[[Callable[_P, _R]], Tool[_P, _R]]: ...
 
 
@@ -202,6 +203,7 @@ def tool(
     idempotent: bool | None = None,
     destructive: bool | None = None,
     open_world: bool = True,
+    requires_approval: ApprovalOption = False,
 ) -> Tool[_P, _R] | Callable[[Callable[_P, _R]], Tool[_P, _R]]:
     """Turn a function into a :class:`Tool`, checking its definition now.
 
@@ -223,6 +225,10 @@ def tool(
       does (:class:`~tdk.ToolAnnotations`, MCP's meanings and defaults; ``idempotent`` and
       ``destructive`` follow ``read_only`` unless given). The runner retries a tool that is
       neither read-only nor idempotent only where the upstream certainly did not act.
+    - ``requires_approval``: ``True``, or a function of the arguments (a dict) and the
+      context returning whether this call needs approval: before the body runs, the user is
+      asked to confirm the call (a :class:`~tdk.Confirm` under the key ``approval``, showing
+      the tool and its arguments, secrets redacted; ``docs/asks.md``).
 
     ``fn`` is a function, a bound method (``tool(client.search)``: the tool calls the method
     on that object) or a staticmethod; a method decorated in its class body (its ``self``
@@ -246,6 +252,7 @@ def tool(
         idempotent=idempotent,
         destructive=destructive,
         open_world=open_world,
+        requires_approval=requires_approval,
     )
     if fn is None:
 

@@ -17,6 +17,7 @@ import logging
 from time import perf_counter
 from typing import Any, Final
 
+from tdk._execution.asks import Pending
 from tdk._execution.context import ToolContext, secrets_of
 from tdk._execution.exchanges import Exchanges
 from tdk._execution.result import ToolResult
@@ -26,7 +27,7 @@ from tdk._failures.info import error_info_from_exception
 from tdk._failures.log_line import log_token
 from tdk._failures.records import maker
 from tdk._failures.redact import redact_text
-from tdk.errors import ErrorInfo, ErrorKind, FatalToolError
+from tdk.errors import ErrorInfo, ErrorKind, FatalToolError, ToolInputRequiredError
 
 __all__ = [
     "MAX_SHOWN_NAME",
@@ -37,6 +38,7 @@ __all__ = [
     "logged_call_id",
     "logger",
     "new_result",
+    "pending_of",
     "shown_name",
     "traced_failure",
 ]
@@ -73,6 +75,7 @@ def new_result(
             "error": error,
             "attempts": attempts,
             "duration_ms": (perf_counter() - started) * 1000,
+            "pending": None,
         }
     )
 
@@ -143,7 +146,20 @@ def failure_result(
         info = _type_only_failure(exc, name, unreadable)
     if writes is not None and attempts and info.retryable and may_have_acted(info, writes):
         info = info.model_copy(update=not_repeated(info))  # the write may have happened
-    return failed(name, info, call_id, attempts, started, secrets=secrets, attempt=attempt)
+    result = failed(name, info, call_id, attempts, started, secrets=secrets, attempt=attempt)
+    if type(exc) is ToolInputRequiredError and exc.requests:
+        return result.model_copy(update={"pending": pending_of(exc.requests, secrets)})
+    return result
+
+
+def pending_of(requests: dict[str, dict[str, Any]], secrets: tuple[str, ...]) -> Pending:
+    """What a call that asked ``requests`` waits for (no token yet: a runner seals one). A
+    message is redacted as every text of a failure is; the rest is the tool's own data."""
+    shown = {
+        key: {**request, "message": redact_text(str(request.get("message", "")), secrets)}
+        for key, request in requests.items()
+    }
+    return Pending(requests=shown)
 
 
 def _type_only_failure(  # pragma: no cover (see failure_result())

@@ -15,13 +15,21 @@ import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 from urllib.parse import quote, quote_plus
 
+from pydantic import BaseModel
+
+from tdk._execution.asks import AskState, ask
 from tdk._failures.redact import SHORTEST_EXACT_SECRET
 from tdk.errors import ToolRequirementError
 
+if TYPE_CHECKING:
+    from tdk._execution.requests import Choose, Confirm, Form, OpenUrl
+
 __all__ = ["ToolContext"]
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def _rebuild(fields: dict[str, Any]) -> ToolContext:
@@ -180,6 +188,8 @@ class ToolContext:
     _secret_values: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """What redaction scrubs for a call with this context, computed once (see
     :func:`secret_values`)."""
+    _asks: AskState | None = field(default=None, init=False, repr=False, compare=False)
+    """The answers of a resumed call (see :mod:`tdk._execution.asks`); None for none."""
 
     def __init__(
         self,
@@ -209,6 +219,7 @@ class ToolContext:
         object.__setattr__(self, "scopes", _scopes(self.scopes))
         object.__setattr__(self, "claims", MappingProxyType(dict(self.claims)))
         object.__setattr__(self, "_secret_values", secret_values(self))
+        object.__setattr__(self, "_asks", None)
         key: str | None = self.idempotency_key
         if key is None or key == "":  # none given: one of its own
             object.__setattr__(self, "_given_key", None)
@@ -251,6 +262,35 @@ class ToolContext:
                     "add it to ToolContext(metadata={...})."
                 ),
             ) from None
+
+    @overload
+    async def ask(self, key: str, request: Confirm) -> bool: ...
+    @overload
+    async def ask(self, key: str, request: Choose) -> str: ...
+    @overload
+    async def ask(self, key: str, request: Form[_M]) -> _M: ...
+    @overload
+    async def ask(self, key: str, request: OpenUrl) -> None: ...
+    async def ask(self, key: str, request: Confirm | Choose | Form[Any] | OpenUrl) -> Any:
+        """Ask the user: the answer under ``key`` (``True``/``False`` for a
+        :class:`~tdk.Confirm`, the option picked for a :class:`~tdk.Choose`, a model
+        instance for a :class:`~tdk.Form`, None for an :class:`~tdk.OpenUrl`).
+
+        Without an answer, the call ends here with a pending result (kind
+        ``TOOL_RUNTIME_INPUT_REQUIRED``, ``result.pending``), and ``runner.resume()`` runs it
+        again from the start with the answers: ask before you act. Asking after a write of
+        this attempt was answered upstream is refused. See ``docs/asks.md``.
+
+        .. versionadded:: 0.1.0
+        """
+        return await ask(self, key, request)
+
+    def _answered(self, state: AskState) -> ToolContext:
+        """A copy of this context (its idempotency key kept) carrying the answers ``state``."""
+        copy = self._with_key(self.idempotency_key)
+        object.__setattr__(copy, "_given_key", self._given())  # (given or made, as it was)
+        object.__setattr__(copy, "_asks", state)
+        return copy
 
     def __repr__(self) -> str:
         secrets = "{" + ", ".join(f"{name!r}: '***'" for name in self.secrets) + "}"

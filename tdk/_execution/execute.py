@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from tdk._compat.running_task import TASK_OF
+from tdk._execution.approval import check_approval
 from tdk._execution.arguments import (
     Arguments,
     few_unknown_keys,
@@ -111,7 +112,7 @@ async def execute(
         try:
             if spec.requirements.needed:
                 _check_requirements(spec, context)
-            validated = _validated(spec, name, arguments, secrets)
+            validated = _validated(spec, name, arguments, secrets, context)
             if type(validated) is ErrorInfo:
                 return failed(name, validated, call_id, 0, start, secrets=secrets, attempt=attempt)
             kwargs = validated.__dict__ if spec.plain else spec.arguments(validated, context)
@@ -156,6 +157,24 @@ async def execute(
 
 
 def _validated(
+    spec: ToolSpec,
+    name: str,
+    arguments: Arguments,
+    secrets: tuple[str, ...],
+    context: ToolContext | None,
+) -> BaseModel | ErrorInfo:
+    """The arguments validated by the tool's input model, or the error saying why not; for
+    a call that needs the user's approval, once it has it (else the pending or declined
+    error is raised: the body does not run, see :mod:`tdk._execution.approval`)."""
+    validated = _validated_arguments(spec, name, arguments, secrets)
+    if type(validated) is not ErrorInfo and (
+        spec.approval is not None or getattr(context, "_asks", None) is not None
+    ):
+        check_approval(spec, name, validated, context, secrets)
+    return validated
+
+
+def _validated_arguments(
     spec: ToolSpec, name: str, arguments: Arguments, secrets: tuple[str, ...]
 ) -> BaseModel | ErrorInfo:
     """The arguments validated by the tool's input model, or the error saying why not."""

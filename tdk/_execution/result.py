@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from tdk._execution.asks import Pending
 from tdk._execution.model_text import error_text, value_text
 from tdk.errors import ErrorCategory, ErrorInfo, ErrorKind
 
@@ -32,6 +33,9 @@ class ToolResult(BaseModel):
     """How many times the tool body ran."""
     duration_ms: float = 0.0
     """Wall time of the call in milliseconds."""
+    pending: Pending | None = None
+    """For a call that stopped to ask the user (kind ``TOOL_RUNTIME_INPUT_REQUIRED``): the
+    requests to show and the token to resume it with (``docs/asks.md``); else None."""
 
     @property
     def is_success(self) -> bool:
@@ -60,7 +64,8 @@ class ToolResult(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict: ``tool``, ``call_id``, ``value``, ``error`` (its
-        ``to_dict()`` or None), ``attempts``, ``duration_ms``."""
+        ``to_dict()`` or None), ``attempts``, ``duration_ms``, ``pending`` (``requests`` and
+        ``token``, or None)."""
         return self.model_dump(mode="json")
 
     def for_model(self) -> str:

@@ -74,6 +74,7 @@ from tdk._execution.result import ToolResult
 from tdk.auth._caller import Verifier, current_caller, with_caller
 from tdk.errors import FatalToolError
 from tdk.hosts._mcp_answer import answer
+from tdk.hosts._mcp_asks import pending_meta, served_call
 from tdk.hosts._mcp_auth import Protection, scopes_needed
 from tdk.hosts._mcp_http import serve_http
 from tdk.hosts._mcp_load import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNREAD, Load
@@ -198,11 +199,16 @@ class _Calls:
 
     async def call_tool(
         self, request: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """The answer to one call, in its wire form: the SDK takes a handler's result as a
-        dict too, and validates it (once, instead of a model built here and dumped there)."""
+        dict too, and validates it (once, instead of a model built here and dumped there).
+        A call that asks the user is answered as :mod:`tdk.hosts._mcp_asks` says."""
         call_id = None if request.request_id is None else str(request.request_id)
-        outcome = await self._outcome(params, call_id)
+        outcome = await self._outcome(request, params, call_id)
+        if isinstance(outcome, types.InputRequiredResult):
+            return outcome
+        if outcome.pending is not None:
+            return cast(types.CallToolResult, pending_meta(answer(outcome, wrapped=False), outcome))
         wraps = self.wraps
         wrapped = outcome.error is None and (
             wraps[outcome.tool]
@@ -214,8 +220,11 @@ class _Calls:
         return cast(types.CallToolResult, answer(outcome, wrapped=wrapped))
 
     async def _outcome(
-        self, params: types.CallToolRequestParams, call_id: str | None
-    ) -> ToolResult:
+        self,
+        request: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        call_id: str | None,
+    ) -> ToolResult | types.InputRequiredResult:
         """The result of the call: run by the runner, or refused (the server is busy), or the
         failure of what went wrong outside the tool."""
         started = time.perf_counter()
@@ -227,9 +236,7 @@ class _Calls:
                 # JOIN(issue 25): the verified caller is the request record's ``auth``; the
                 # fields a call's context leaves empty (user_id, scopes, claims) are its own.
                 each = with_caller(await _context_for_call(self.context), current_caller())
-                return await self.runner.run(
-                    params.name, params.arguments, context=each, call_id=call_id
-                )
+                return await served_call(self.runner, request, params, each, call_id)
             except (SystemExit, KeyboardInterrupt) as stopped:
                 # A tool body that exits (argparse on the model's input): the call's answer,
                 # never the server's end.

@@ -286,6 +286,18 @@ class RedisStore(StateStore):
 
         return await self._change(key, peek, (policy, clock), shared)
 
+    async def consume(self, key: str, ttl: float) -> bool:
+        """Mark ``key`` used for ``ttl`` seconds (see :meth:`StateStore.consume
+        <tdk.runner.StateStore.consume>`): one ``SET NX PX`` on Redis, atomic across every
+        replica. Unlike the policies' operations it never falls back to this process: Redis
+        unreachable or slow raises, and the resume that asked is refused (asks fail closed)."""
+        link = self._here()
+        expires_ms = max(1, math.ceil(ttl * 1000))
+        first = await asyncio.wait_for(
+            link.client.set(self.key(key), b"1", nx=True, px=expires_ms), self.timeout
+        )
+        return bool(first)
+
     async def _change(
         self,
         key: str,

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from dataclasses import replace
 from time import perf_counter
 from typing import Any, Final
 
 from tdk._define.definition import ToolDefinition
 from tdk._define.toolkit import Toolkit
 from tdk._execution.arguments import Arguments
+from tdk._execution.asks import ask_state
 from tdk._execution.call import ToolCall
 from tdk._execution.call_scope import check_call_id, shown_name
 from tdk._execution.context import ToolContext, context_of_call
@@ -44,6 +46,7 @@ from tdk.runner._instruments import DEFAULT_INSTRUMENTS
 from tdk.runner._plan import Plan, Plans
 from tdk.runner._policies import Bulkhead, CircuitBreaker, RateLimit, RetryPolicy
 from tdk.runner._refusals import refusal_result
+from tdk.runner._resume import DEFAULT_ASK_EXPIRY, Asks
 from tdk.runner._retry import Attempts, Call
 from tdk.runner._slots import Slots, give_slots_back
 from tdk.runner._stats import Counters, RunnerStats
@@ -86,6 +89,15 @@ class ToolRunner:
     - ``clock`` (monotonic seconds) and ``sleep`` (an async sleep): what the policies read the
       time with, and wait with between retries. Tests pass fakes; runners sharing a store
       between processes need a clock they share, such as ``time.time``.
+    - ``state_key`` (str or bytes, at least 16 bytes): the key that seals the tokens of
+      pending calls (``context.ask()``, approvals); replicas that resume each other's calls
+      share it. Without one, a random key of the process (one worker). ``ask_expiry``: how
+      long such a token can be resumed, in seconds. The token is used once, consumed in
+      ``store`` (see :meth:`resume` and ``docs/asks.md``).
+    - ``confirm_destructive``: whether a call of a tool declared ``@tool(destructive=True)``
+      needs the user's approval. None (the default): when the call is served
+      (``tdk serve``, ``tdk.hosts.mcp``), not when it is run in process; True: always;
+      False: never.
 
     :meth:`run` and :meth:`run_many` never raise for a failed call: refusals and failures are
     results. Cancelling them cancels the attempt or wait in progress; nothing runs on.
@@ -107,6 +119,9 @@ class ToolRunner:
         store: UpdateStore | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        state_key: str | bytes | None = None,
+        ask_expiry: float = DEFAULT_ASK_EXPIRY,
+        confirm_destructive: bool | None = None,
     ) -> None:
         if not isinstance(toolkit, Toolkit):
             raise TypeError(f"ToolRunner takes a Toolkit, not {type(toolkit).__name__}")
@@ -120,19 +135,14 @@ class ToolRunner:
                 "bulkhead": bulkhead,
             }
         )
-        if max_concurrency is not None:
-            if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-                raise ValueError(f"max_concurrency must be an int or None, got {max_concurrency!r}")
-            if max_concurrency < 1:
-                raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
-        if store is None:
-            store = InMemoryStore()
-        elif not isinstance(store, StateStore):
-            raise TypeError(f"store must have the StateStore method update(), got {store!r}")
+        store = _runner_store(max_concurrency, store, confirm_destructive)
         self.toolkit: Final = toolkit
         """The tools this runner runs."""
         self.max_concurrency: Final = max_concurrency
         """Calls running at once across all tools, or None."""
+        self.confirm_destructive: Final = confirm_destructive
+        """Whether calls of tools declared destructive need approval (None: when served)."""
+        self._asks = Asks(toolkit, store, state_key, ask_expiry)
         self._store = store
         # With the in-process store (not a subclass's own operations), plans hold the live
         # state objects and the guards apply the changes to them: no await, the same rules.
@@ -315,18 +325,92 @@ class ToolRunner:
             plan = found
         if plan.keyed:  # one idempotency key for every attempt of this call
             context = context_of_call(context)
+        if plan.tool.spec.declared_destructive:
+            context = self._approving(context)
         call = Call(plan, arguments, context, call_id, started)
         deadline = call.deadline
         if deadline is None or self._local is not None:
-            return await self._guarded(call)
-        # A shared store waits for its server within the deadline (see CallDeadline), which
-        # it reads on the loop's clock.
-        left = deadline.remaining()
-        bound = CALL_DEADLINE.set(CallDeadline(asyncio.get_running_loop().time() + left, left))
-        try:
-            return await self._guarded(call)
-        finally:
-            CALL_DEADLINE.reset(bound)
+            result = await self._guarded(call)
+        else:
+            # A shared store waits for its server within the deadline (see CallDeadline),
+            # which it reads on the loop's clock.
+            left = deadline.remaining()
+            bound = CALL_DEADLINE.set(CallDeadline(asyncio.get_running_loop().time() + left, left))
+            try:
+                result = await self._guarded(call)
+            finally:
+                CALL_DEADLINE.reset(bound)
+        if result.pending is not None:  # the call asked the user: its token, sealed
+            return self._asks.sealed(result, plan.tool, arguments, context)
+        return result
+
+    def resume(
+        self,
+        token: str,
+        answers: Mapping[str, Any],
+        *,
+        context: ToolContext | None = None,
+        call_id: str | None = None,
+    ) -> Coroutine[Any, Any, ToolResult]:
+        """Run a pending call again from the start, with the user's ``answers`` (key ->
+        answer, for the keys of ``result.pending.requests``).
+
+        ``token`` is ``result.pending.token``; ``context`` is the caller's, as for
+        :meth:`run` (its ``user_id`` must be the one the call was made for). The call keeps
+        its idempotency key, its ``call_id`` (unless one is given), and every answer given in
+        earlier rounds. Refused with
+        ``TOOL_RUNTIME_RESUME_INVALID``, before anything runs: a token tampered with,
+        truncated, expired, already used, another user's or of a tool that changed; an
+        answer that does not fit its request, or under a key that was not asked; and, retryable,
+        a store that cannot say whether the token was used. See ``docs/asks.md``.
+
+        .. versionadded:: 0.1.0
+        """
+        return self._resume(token, answers, context, call_id, None)
+
+    def resume_sync(
+        self,
+        token: str,
+        answers: Mapping[str, Any],
+        *,
+        context: ToolContext | None = None,
+        call_id: str | None = None,
+    ) -> ToolResult:
+        """:meth:`resume` for synchronous code (see :meth:`run_sync`)."""
+        refuse_running_loop("resume_sync", "resume")
+        return run_blocking(self.resume(token, answers, context=context, call_id=call_id))
+
+    async def _resume(
+        self,
+        token: object,
+        answers: object,
+        context: ToolContext | None,
+        call_id: str | None,
+        sent: tuple[str, Arguments] | None,
+    ) -> ToolResult:
+        """:meth:`resume`; ``sent``: the tool and arguments of a call a host sent again with
+        the token (MCP), which must be the token's."""
+        started = perf_counter()
+        opened = await self._asks.opened(token, answers, context, sent)
+        if isinstance(opened, ToolError):
+            name = sent[0] if sent is not None else "resume"
+            return refusal_result(
+                shown_name(name, context), opened, context, call_id, started, instruments=None
+            )
+        call_id = opened.call_id if call_id is None else call_id
+        return await self.run(
+            opened.tool, opened.arguments, context=opened.context, call_id=call_id
+        )
+
+    def _approving(self, context: ToolContext | None) -> ToolContext | None:
+        """``context`` of a call of a tool declared destructive: asking the user's approval
+        when the runner says so (``confirm_destructive``; None: when the call is served)."""
+        state = ask_state(context)
+        confirm = self.confirm_destructive
+        if not (state.served if confirm is None else confirm) or state.approve:
+            return context
+        base = context if context is not None else ToolContext()
+        return base._answered(replace(state, approve=True))
 
     async def _guarded(self, call: Call) -> ToolResult:
         """The call past its guards (the circuit, then the slots), then its attempts; or the
@@ -386,6 +470,24 @@ class ToolRunner:
         if isinstance(scoped, ToolError):
             return refusal_result(plan.name, scoped, context, call_id, started, instruments=None)
         return scoped
+
+
+def _runner_store(
+    max_concurrency: object, store: UpdateStore | None, confirm_destructive: object
+) -> UpdateStore:
+    """The runner's store (a new in-memory one for None), once its options are checked."""
+    if max_concurrency is not None:
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+            raise ValueError(f"max_concurrency must be an int or None, got {max_concurrency!r}")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
+    if confirm_destructive is not None and not isinstance(confirm_destructive, bool):
+        raise TypeError(f"confirm_destructive must be a bool or None, not {confirm_destructive!r}")
+    if store is None:
+        return InMemoryStore()
+    if not isinstance(store, StateStore):
+        raise TypeError(f"store must have the StateStore method update(), got {store!r}")
+    return store
 
 
 def _check_call(name: object, call_id: object) -> None:

@@ -17,6 +17,7 @@ them. A store that does not subclass :class:`StateStore` gets the defaults throu
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ __all__ = [
     "StateStore",
     "UpdateStore",
     "applied_in_process",
+    "consume_once",
     "named_operations",
 ]
 
@@ -144,6 +146,14 @@ class StateStore(Protocol):
         refuses: bool = await self.update(key, _breaker.peek, policy, clock)
         return refuses
 
+    async def consume(self, key: str, ttl: float) -> bool:
+        """Mark ``key`` used for ``ttl`` seconds: True the first time, False while it is
+        marked (the rule of :func:`consumed`). One step: of two replicas that consume the
+        same key at once, one gets True. A runner consumes a resume token's nonce with it
+        (``docs/asks.md``); a store that cannot answer must raise, never answer True."""
+        first: bool = await self.update(key, consumed, time.time(), time.time() + ttl)
+        return first
+
     @classmethod
     def __subclasshook__(cls, other: type) -> bool:
         """A class with an ``update`` method is a store: the named operations have defaults
@@ -151,6 +161,24 @@ class StateStore(Protocol):
         if cls is StateStore and any(callable(vars(k).get("update")) for k in other.__mro__):
             return True
         return cast(bool, NotImplemented)  # (the usual checks decide)
+
+
+def consumed(state: float | None, now: float, until: float) -> tuple[float, bool]:
+    """The rule of :meth:`StateStore.consume`: ``state`` is the wall time until which the
+    key is marked used (None: never marked); answers whether this is the first use."""
+    if state is not None and state > now:
+        return state, False
+    return until, True
+
+
+async def consume_once(store: UpdateStore, key: str, ttl: float) -> bool:
+    """``store.consume(key, ttl)``, or its rule through ``update`` for a store without it."""
+    consume = getattr(store, "consume", None)
+    if callable(consume):
+        first: bool = await consume(key, ttl)
+        return first
+    marked: bool = await store.update(key, consumed, time.time(), time.time() + ttl)
+    return marked
 
 
 class _ThroughUpdate:
@@ -221,6 +249,10 @@ def applied_in_process(store: UpdateStore) -> InMemoryStore | None:
     return store
 
 
+#: Marks of used tokens an in-memory store holds before it sweeps the expired ones.
+_SWEEP_MARKS_AT: Final = 4096
+
+
 class InMemoryStore(StateStore):
     """The default store: a dict in this process, for the runners of one event loop.
 
@@ -230,10 +262,28 @@ class InMemoryStore(StateStore):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_states",)
+    __slots__ = ("_consumed", "_states", "_sweep_marks_at")
 
     def __init__(self) -> None:
         self._states: dict[str, Any] = {}
+        self._consumed: dict[str, float] = {}
+        """Key -> the wall time until which it is marked used (see :meth:`consume`)."""
+        self._sweep_marks_at = _SWEEP_MARKS_AT
+
+    async def consume(self, key: str, ttl: float) -> bool:
+        """Mark ``key`` used (see :meth:`StateStore.consume`); expired marks are swept as
+        new ones come, so the marks stay as many as the tokens still valid."""
+        now = time.time()
+        marks = self._consumed
+        until = marks.get(key)
+        if until is not None and until > now:
+            return False
+        if len(marks) >= self._sweep_marks_at:  # (then when they have doubled since)
+            for old in [k for k, v in marks.items() if v <= now]:
+                del marks[old]
+            self._sweep_marks_at = max(_SWEEP_MARKS_AT, 2 * len(marks))
+        marks[key] = now + ttl
+        return True
 
     async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """Apply ``change`` to the state under ``key`` (see :meth:`StateStore.update`)."""

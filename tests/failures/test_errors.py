@@ -19,12 +19,14 @@ from tdk.errors import (
     FatalToolError,
     NetworkTransportError,
     RetryableToolError,
+    ToolApprovalDeniedError,
     ToolBulkheadFullError,
     ToolCancelledError,
     ToolCircuitOpenError,
     ToolDefinitionError,
     ToolError,
     ToolInputError,
+    ToolInputRequiredError,
     ToolInputSchemaError,
     ToolkitLoadError,
     ToolNotFoundError,
@@ -32,6 +34,7 @@ from tdk.errors import (
     ToolOutputSchemaError,
     ToolRateLimitedError,
     ToolRequirementError,
+    ToolResumeInvalidError,
     ToolRuntimeError,
     ToolTimeoutError,
     UpstreamAuthError,
@@ -63,6 +66,10 @@ MISSION_TABLE = {
     "TOOL_RUNTIME_RATE_LIMITED": ("rate_limit", True),
     "TOOL_RUNTIME_CIRCUIT_OPEN": ("circuit_open", True),
     "TOOL_RUNTIME_BULKHEAD_FULL": ("bulkhead_full", True),
+    # MISSION section 16: asks and approvals.
+    "TOOL_RUNTIME_INPUT_REQUIRED": ("context_required", False),
+    "TOOL_RUNTIME_APPROVAL_DENIED": ("declined", False),
+    "TOOL_RUNTIME_RESUME_INVALID": ("validation", False),
     "UPSTREAM_RUNTIME_BAD_REQUEST": ("validation", False),
     "UPSTREAM_RUNTIME_AUTH_ERROR": ("authentication", False),
     "UPSTREAM_RUNTIME_NOT_FOUND": ("not_found", False),
@@ -103,6 +110,9 @@ CLASS_KINDS: list[tuple[type[ToolError], ErrorKind]] = [
     (ToolRateLimitedError, ErrorKind.TOOL_RUNTIME_RATE_LIMITED),
     (ToolCircuitOpenError, ErrorKind.TOOL_RUNTIME_CIRCUIT_OPEN),
     (ToolBulkheadFullError, ErrorKind.TOOL_RUNTIME_BULKHEAD_FULL),
+    (ToolInputRequiredError, ErrorKind.TOOL_RUNTIME_INPUT_REQUIRED),
+    (ToolApprovalDeniedError, ErrorKind.TOOL_RUNTIME_APPROVAL_DENIED),
+    (ToolResumeInvalidError, ErrorKind.TOOL_RUNTIME_RESUME_INVALID),
 ]
 ALL_CLASSES = [cls for cls, _ in CLASS_KINDS]
 CLASS_IDS = [cls.__name__ for cls in ALL_CLASSES]
@@ -227,6 +237,9 @@ def _full_instance(cls: type[ToolError]) -> ToolError:
         ToolRateLimitedError: {"limit": 10, "period": 1.0},
         ToolCircuitOpenError: {"failure_count": 5, "reset_timeout": 30.0},
         ToolBulkheadFullError: {"max_concurrent": 4, "max_wait": 0.5},
+        ToolInputRequiredError: {"requests": {"approval": {"type": "confirm", "message": "?"}}},
+        ToolApprovalDeniedError: {"key": "approval"},
+        ToolResumeInvalidError: {"reason": "expired", "key": "room"},
         NetworkTransportError: {"kind": ErrorKind.NETWORK_TRANSPORT_RUNTIME_TIMEOUT},
     }
     options = next((v for k, v in specific.items() if issubclass(cls, k)), {})

@@ -731,7 +731,10 @@ def test_a_success_over_the_client(
     async def body(client: mcp.Client) -> types.CallToolResult:
         return await client.call_tool(name, arguments)
 
-    answered = run(session(tdk_mcp.server(kit), mode, body))
+    # (``wipe`` is declared destructive: served, it would ask the user's approval first,
+    # which tests/test_asks_mcp.py covers; this runner says it need not.)
+    served = tdk_mcp.server(kit, runner=ToolRunner(kit, confirm_destructive=False))
+    answered = run(session(served, mode, body))
     outcome = run(kit.run(name, arguments))
     assert answered.is_error is False
     assert answered.structured_content == (

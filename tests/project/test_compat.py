@@ -119,6 +119,7 @@ RECORDS: list[Any] = [
             "error": None,
             "attempts": 2,
             "duration_ms": 1.5,
+            "pending": None,
         },
         id="result",
     ),

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
+from pydantic import BaseModel
+
+import tdk
 from tdk import (
     DEFAULT,
     ProblemKind,
@@ -144,3 +147,21 @@ def a_store_with_update_alone_is_taken() -> None:
     ToolRunner(Toolkit("math", [add]), store=_UpdateOnly())
     ToolRunner(Toolkit("math", [add]), store=InMemoryStore())
     ToolRunner(Toolkit("math", [add]), store="redis://")  # type: ignore[arg-type]
+
+
+class _Room(BaseModel):
+    """A form of one field."""
+
+    seats: int
+
+
+async def asks_are_typed_by_their_request(context: ToolContext) -> None:
+    """``context.ask()`` returns what its request answers: a bool, an option, the model."""
+    sure: bool = await context.ask("sure", tdk.Confirm("Sure?"))
+    room: str = await context.ask("room", tdk.Choose("Which?", ["red", "blue"]))
+    form: _Room = await context.ask("form", tdk.Form("How many?", _Room))
+    await context.ask("login", tdk.OpenUrl("Sign in", "https://example.com"))
+    wrong: str = await context.ask("sure", tdk.Confirm("Sure?"))  # type: ignore[assignment]
+    runner = ToolRunner(Toolkit("math", [add]), state_key=b"0123456789abcdef")
+    result = await runner.resume("tdk1.x", {"sure": True}, context=context)
+    del sure, room, form, wrong, result
