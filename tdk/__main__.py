@@ -42,6 +42,7 @@ from tdk._execution.loop import run_in_new_loop
 from tdk._execution.seconds import shown
 from tdk._failures.redact import redact_text
 from tdk.errors import ToolError, ToolkitLoadError
+from tdk.hosts._formats import SCHEMA_FORMATS, host_shapes
 
 __all__ = ["main"]
 
@@ -167,32 +168,13 @@ def _check(toolkit: Toolkit) -> int:
     return 0
 
 
-#: ``tdk schema --format``: each host format, as the ``tools=`` of its API takes it.
-SCHEMA_FORMATS: Final = ("json", "openai", "openai-strict", "responses", "anthropic", "mcp")
-
-
 def _schema(toolkit: Toolkit, form: str) -> tuple[int, list[dict[str, Any]] | None]:
     """The exit status, and the document to print."""
     try:
-        return 0, _shapes(toolkit, form)
+        return 0, host_shapes(toolkit, form)
     except ValueError as exc:  # a tool that cannot be strict
         print(f"tdk schema: {exc}", file=sys.stderr)
         return 1, None
-
-
-def _shapes(toolkit: Toolkit, form: str) -> list[dict[str, Any]]:
-    from tdk.hosts import anthropic, openai
-    from tdk.hosts._mcp_shape import mcp_tool
-
-    if form in ("openai", "openai-strict"):
-        return openai.tools(toolkit, strict=form == "openai-strict")
-    if form == "responses":
-        return openai.tools(toolkit, api="responses")
-    if form == "anthropic":
-        return anthropic.tools(toolkit)
-    if form == "mcp":
-        return [mcp_tool(definition) for definition in toolkit.definitions()]
-    return [d.model_dump(mode="json") for d in toolkit.definitions()]
 
 
 def _run(toolkit: Toolkit, options: argparse.Namespace) -> tuple[int, dict[str, Any] | None]:

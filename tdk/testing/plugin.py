@@ -1,0 +1,163 @@
+"""The pytest plugin of :mod:`tdk.testing` (entry point ``tdk`` of the ``pytest11`` group;
+``pytest -p no:tdk`` turns it off).
+
+Its fixtures are thin: each builds one object of the kit for the length of a test and checks
+it when the test ends. What a fixture finds wrong (a canary that reached a sink, a request no
+route answered, a request past the end of a model's script) fails the test itself, after its
+body ran, naming everything found; when the body failed first, the findings are added to its
+report. This module imports nothing beyond pytest and tdk: a fixture whose package is missing
+fails with the name of the extra that brings it.
+
+Options: ``--tdk-update-snapshots`` writes the contract snapshots ``tdk_snapshot`` compares
+with (accepting every change, breaking ones included).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Generator, Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tdk._define.toolkit import Toolkit
+from tdk.testing.canaries import Canaries
+from tdk.testing.clock import FakeClock
+from tdk.testing.mcp_client import ERAS, McpClients
+from tdk.testing.scripted_model import ScriptedModel
+from tdk.testing.snapshot import SnapshotCheck, check_snapshot
+from tdk.testing.upstream import Upstream
+
+__all__ = [
+    "pytest_addoption",
+    "pytest_runtest_call",
+    "scripted_model",
+    "tdk_clock",
+    "tdk_mcp",
+    "tdk_secrets",
+    "tdk_snapshot",
+    "tdk_upstream",
+]
+
+_UPDATE = "--tdk-update-snapshots"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--tdk-update-snapshots``."""
+    parser.getgroup("tdk", "tdk testing kit").addoption(
+        _UPDATE,
+        action="store_true",
+        default=False,
+        help="write the contract snapshots that tdk_snapshot compares with (accepting every "
+        "change, breaking ones included)",
+    )
+
+
+def _findings(item: pytest.Item) -> list[tuple[str, str]]:
+    """What the kit's fixtures of ``item`` found wrong: ``(fixture, report)`` each."""
+    used = getattr(item, "funcargs", {})
+    found = []
+    secrets = used.get("tdk_secrets")
+    if isinstance(secrets, Canaries):
+        report = secrets.report(secrets.leaks[secrets.reported :])
+        secrets.reported = len(secrets.leaks)
+        if report:
+            found.append(("tdk_secrets", report))
+    upstream = used.get("tdk_upstream")
+    if isinstance(upstream, Upstream) and (report := upstream.unrouted_report()):
+        found.append(("tdk_upstream", report))
+    model = used.get("scripted_model")
+    if isinstance(model, ScriptedModel) and (report := model.problems()):
+        found.append(("scripted_model", report))
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """After the test body: fail it with what the kit's fixtures found."""
+    try:
+        outcome = yield
+    except BaseException:
+        for fixture, report in _findings(item):
+            item.add_report_section("call", fixture, report)
+        raise
+    found = _findings(item)
+    if found:
+        pytest.fail("\n\n".join(report for _, report in found), pytrace=False)
+    return outcome
+
+
+@pytest.fixture
+def tdk_upstream() -> Iterator[Upstream]:
+    """Fake upstream APIs on respx for this test: routes answering as real APIs fail, and
+    counting their requests (:class:`tdk.testing.Upstream`)."""
+    with Upstream() as upstream:
+        yield upstream
+
+
+@pytest.fixture
+def tdk_clock() -> FakeClock:
+    """A fake clock and sleep for ``ToolRunner`` (:class:`tdk.testing.FakeClock`):
+    ``tdk_clock.runner(toolkit, retry=...)``."""
+    return FakeClock()
+
+
+@pytest.fixture
+def tdk_secrets() -> Iterator[Canaries]:
+    """Canary secrets (``tdk_secrets.context(toolkit)``, ``tdk_secrets.env(toolkit)``); the
+    test fails naming every sink one reached (:class:`tdk.testing.Canaries`)."""
+    with Canaries() as canaries:
+        yield canaries
+    late = canaries.report(canaries.leaks[canaries.reported :])
+    if late:  # (found after the body ended: a span or record of the teardown)
+        pytest.fail(late, pytrace=False)
+
+
+@pytest.fixture(params=list(ERAS), ids=[f"mcp-{era}" for era in ERAS])
+def tdk_mcp(request: pytest.FixtureRequest) -> McpClients:
+    """The official MCP client in memory (``async with tdk_mcp.connect(toolkit) as client``);
+    each test using it runs once per protocol era (:class:`tdk.testing.McpClients`)."""
+    return McpClients(request.param)
+
+
+@pytest.fixture
+def scripted_model() -> Iterator[ScriptedModel]:
+    """Fake OpenAI and Anthropic APIs for the official clients, playing scripts of tool calls
+    (:class:`tdk.testing.ScriptedModel`)."""
+    model = ScriptedModel()
+    try:
+        yield model
+    finally:
+        model.close()
+
+
+def _file_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "toolkit"
+
+
+@pytest.fixture
+def tdk_snapshot(request: pytest.FixtureRequest) -> Callable[..., SnapshotCheck]:
+    """``tdk_snapshot(toolkit, formats=["json", "mcp"], path=None, strict=False)``: compare
+    the toolkit's definitions with its contract snapshot (by default
+    ``snapshots/<toolkit>.json`` beside the test file; a relative ``path`` is from there too).
+    A breaking change fails the test with a readable report; ``strict`` fails on any change.
+    ``pytest --tdk-update-snapshots`` writes the snapshot instead."""
+    update = bool(request.config.getoption(_UPDATE, default=False))
+    folder = Path(request.path).parent
+
+    def check(
+        toolkit: Toolkit,
+        formats: Iterable[str] = ("json",),
+        *,
+        path: str | Path | None = None,
+        strict: bool = False,
+    ) -> SnapshotCheck:
+        where = folder / (path if path is not None else f"snapshots/{_file_name(toolkit.name)}.json")
+        checked = check_snapshot(toolkit, where, formats=list(formats), update=update)
+        if checked.failed or (strict and checked.changes and not checked.written):
+            pytest.fail(checked.report(), pytrace=False)
+        if checked.changes:
+            print(checked.report())  # (shown with the test's output)
+        return checked
+
+    return check
