@@ -46,7 +46,7 @@ __all__ = ["ECHO_MARKER", "Canaries", "Leak", "witness"]
 ECHO_MARKER: Final = "tdk-echo-marker-7f3c"
 
 #: The name under which the canary of ``ToolContext.auth_token`` is reported.
-AUTH_TOKEN: Final = "auth_token"
+AUTH_TOKEN: Final = "auth_token"  # noqa: S105 (a name, not a value)
 #: How many places in one value are named (the first ones found).
 _MAX_PLACES: Final = 3
 #: How deep :func:`_places` looks into nested data.
@@ -95,14 +95,14 @@ def _names(sources: Iterable[Source]) -> list[str]:
         else:
             found = [
                 name
-                for definition in _definitions(source)
+                for definition in _definitions_of(source)
                 for name in definition.requirements.secrets
             ]
         names.extend(name for name in found if name not in names)
     return names
 
 
-def _definitions(source: Source) -> list[ToolDefinition]:
+def _definitions_of(source: Source) -> list[ToolDefinition]:
     if isinstance(source, ToolRunner):
         return source.toolkit.definitions()
     if isinstance(source, Toolkit):

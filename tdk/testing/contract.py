@@ -28,7 +28,7 @@ from typing import Any, Final
 from tdk._define.toolkit import Toolkit
 from tdk.hosts._formats import SCHEMA_FORMATS, host_shapes
 
-__all__ = ["FORMAT_VERSION", "Contract", "contract_of", "rendered", "snapshot_document"]
+__all__ = ["FORMAT_VERSION", "Contract", "contract_of", "snapshot_document", "snapshot_text"]
 
 #: The version of the snapshot file format.
 FORMAT_VERSION: Final = 1
@@ -74,7 +74,7 @@ def snapshot_document(toolkit: Toolkit, formats: Iterable[str]) -> dict[str, Any
     }
 
 
-def rendered(document: Mapping[str, Any]) -> str:
+def snapshot_text(document: Mapping[str, Any]) -> str:
     """The document as the snapshot file holds it: sorted keys, two-space indent, a final
     newline, non-ASCII text as it is."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -102,7 +102,9 @@ def contract_of(form: str, shape: Mapping[str, Any]) -> Contract:
             nullable_is_optional=strict,
         )
     if form == "anthropic":
-        return Contract(str(shape.get("description", "")), _mapping(shape.get("input_schema")), None)
+        return Contract(
+            str(shape.get("description", "")), _mapping(shape.get("input_schema")), None
+        )
     if form == "mcp":
         hints = _mapping(shape.get("annotations"))
         return Contract(

@@ -36,14 +36,14 @@ import httpx
 __all__ = [
     "DIALECTS",
     "Answer",
+    "answer_invalid",
+    "answer_ok",
+    "answer_rate_limited",
+    "answer_refused",
+    "answer_reset",
+    "answer_server_error",
+    "answer_timeout",
     "go_duration",
-    "invalid",
-    "ok",
-    "rate_limited",
-    "refused",
-    "reset",
-    "server_error",
-    "timeout",
 ]
 
 #: A request's answer: a response, or an exception raised as the transport would.
@@ -75,17 +75,19 @@ def _headers(now: datetime, extra: Mapping[str, str], *, kind: str = "json") -> 
     return {"Date": format_datetime(now, usegmt=True), "Content-Type": types[kind], **extra}
 
 
-def _json(status: int, now: datetime, body: object, headers: Mapping[str, str]) -> httpx.Response:
+def _json_response(
+    status: int, now: datetime, body: object, headers: Mapping[str, str]
+) -> httpx.Response:
     return httpx.Response(status, headers=_headers(now, headers), content=json.dumps(body))
 
 
-def ok(
+def answer_ok(
     body: object = None, *, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Answer:
     """A success: ``body`` as JSON (``{}`` when None)."""
     content = {} if body is None else body
     return Answer(
-        f"{status}", lambda _r, now: _json(status, now, content, dict(headers or {}))
+        f"{status}", lambda _r, now: _json_response(status, now, content, dict(headers or {}))
     )
 
 
@@ -123,9 +125,7 @@ def _github(status: int, wait: int, now: datetime) -> tuple[int, dict[str, str],
     return status, headers, body
 
 
-def _github_secondary(
-    status: int, wait: int, now: datetime
-) -> tuple[int, dict[str, str], object]:
+def _github_secondary(status: int, wait: int, now: datetime) -> tuple[int, dict[str, str], object]:
     body = {
         "message": "You have exceeded a secondary rate limit. Please wait a few minutes "
         "before you try again.",
@@ -171,7 +171,7 @@ def _stripe(status: int, wait: int, now: datetime) -> tuple[int, dict[str, str],
     return status, headers, body
 
 
-def _anthropic(status: int, wait: int, now: datetime) -> tuple[int, dict[str, str], object]:
+def _anthropic_limit(status: int, wait: int, now: datetime) -> tuple[int, dict[str, str], object]:
     reset = _rfc3339(now + timedelta(seconds=wait))
     headers = {
         "retry-after": str(wait),
@@ -216,7 +216,7 @@ DIALECTS: Final[Mapping[str, tuple[int, Dialect, bool]]] = {
     # Stripe: 429 with Stripe-Should-Retry and Retry-After (which Stripe's SDKs honour).
     "stripe": (429, _stripe, True),
     # Anthropic: Retry-After and RFC 3339 resets per bucket.
-    "anthropic": (429, _anthropic, True),
+    "anthropic": (429, _anthropic_limit, True),
     # IETF RateLimit headers, draft -08 and later (Cloudflare's API since 2025-09).
     "ietf": (429, _ietf, True),
     # IETF draft -07 (one RateLimit field with limit, remaining and reset).
@@ -226,7 +226,7 @@ DIALECTS: Final[Mapping[str, tuple[int, Dialect, bool]]] = {
 }
 
 
-def rate_limited(
+def answer_rate_limited(
     dialect: str = "github", *, retry_after: float = 30.0, status: int | None = None
 ) -> Answer:
     """The quota exhausted, as ``dialect`` (a key of :data:`DIALECTS`) says it, with a wait of
@@ -241,12 +241,12 @@ def rate_limited(
 
     def respond(_request: httpx.Request, now: datetime) -> httpx.Response:
         code, headers, body = build(status or usual, wait, now)
-        return _json(code, now, body, headers)
+        return _json_response(code, now, body, headers)
 
     return Answer(f"{status or usual} {dialect}", respond)
 
 
-def server_error(
+def answer_server_error(
     status: int = 503, *, retry_after: float | None = None, html: bool | None = None
 ) -> Answer:
     """A server error: the API's JSON, or (``html``; by default for 502 and 504) the HTML page
@@ -260,12 +260,12 @@ def server_error(
         if page:
             text = f"<html><head><title>{status} Bad Gateway</title></head><body></body></html>"
             return httpx.Response(status, headers=_headers(now, extra, kind="html"), text=text)
-        return _json(status, now, {"message": "Server Error"}, extra)
+        return _json_response(status, now, {"message": "Server Error"}, extra)
 
     return Answer(f"{status}", respond)
 
 
-def invalid(
+def answer_invalid(
     fields: Mapping[str, str] | None = None, *, resource: str = "Issue", status: int = 422
 ) -> Answer:
     """A validation failure naming each field and its problem (GitHub's shape: ``message``
@@ -279,23 +279,24 @@ def invalid(
         ],
         "documentation_url": "https://docs.github.com/rest",
     }
-    return Answer(f"{status} invalid", lambda _r, now: _json(status, now, body, {}))
+    return Answer(f"{status} invalid", lambda _r, now: _json_response(status, now, body, {}))
 
 
-def timeout() -> Answer:
+def answer_timeout() -> Answer:
     """The request was sent; no answer came in time."""
-    return Answer("timeout", raises=lambda r: httpx.ReadTimeout("timed out", request=r))
+    return Answer("answer_timeout", raises=lambda r: httpx.ReadTimeout("timed out", request=r))
 
 
-def reset() -> Answer:
+def answer_reset() -> Answer:
     """The request was sent; the connection was reset before any answer."""
     return Answer(
         "reset", raises=lambda r: httpx.ReadError("[Errno 104] Connection reset by peer", request=r)
     )
 
 
-def refused() -> Answer:
+def answer_refused() -> Answer:
     """The connection was refused: the request never left."""
     return Answer(
-        "refused", raises=lambda r: httpx.ConnectError("[Errno 111] Connection refused", request=r)
+        "answer_refused",
+        raises=lambda r: httpx.ConnectError("[Errno 111] Connection refused", request=r),
     )

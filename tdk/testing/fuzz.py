@@ -42,7 +42,7 @@ from tdk.errors import ErrorKind
 from tdk.runner import ToolRunner
 from tdk.testing.canaries import ECHO_MARKER, Canaries
 
-__all__ = ["FuzzReport", "RUNTIME_KINDS", "fuzz"]
+__all__ = ["RUNTIME_KINDS", "FuzzReport", "fuzz"]
 
 #: The kinds a run may end with: every kind but ``UNKNOWN`` and those of definitions.
 RUNTIME_KINDS: Final = frozenset(
@@ -64,7 +64,7 @@ class FuzzReport:
     """How many calls ended with each kind (``success`` for a success)."""
 
 
-def _problem(
+def _outcome_problem(
     result: object, kinds: frozenset[ErrorKind], canaries: Canaries, before: int
 ) -> str | None:
     """What is wrong with one outcome, or None."""
@@ -107,7 +107,7 @@ def fuzz(
         raise ValueError("fuzz() has no tool to call")
     allowed = frozenset(RUNTIME_KINDS if kinds is None else kinds)
     calls = st.one_of([st.tuples(st.just(d.name), arguments(d.input_schema)) for d in definitions])
-    chosen = settings or hypothesis.settings(
+    chosen: hypothesis.settings = settings or hypothesis.settings(
         max_examples=max_examples,
         derandomize=True,
         database=None,
@@ -128,7 +128,7 @@ def fuzz(
             result = loop.run(target.run(name, drawn, context=context))
             report.examples += 1
             report.kinds[result.error.kind.value if result.error else "success"] += 1
-            problem = _problem(result, allowed, canaries, before)
+            problem = _outcome_problem(result, allowed, canaries, before)
             if problem is not None:
                 raise AssertionError(f"fuzz: {name}: {problem}")
 

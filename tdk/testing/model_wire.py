@@ -17,7 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["API_PATHS", "Call", "Returned", "Turn", "answer_of", "refusal", "returned_in", "turn"]
+__all__ = [
+    "API_PATHS",
+    "Call",
+    "Returned",
+    "Turn",
+    "answer_of",
+    "api_refusal",
+    "returned_in",
+    "turn",
+]
 
 #: The path (under the API's ``/v1``) of each fake API.
 API_PATHS: Final = {
@@ -91,7 +100,7 @@ def answer_of(api: str, step: Turn, number: int) -> dict[str, Any]:
         return _chat(step, number)
     if api == "responses":
         return _responses(step, number)
-    return _anthropic(step, number)
+    return _anthropic_message(step, number)
 
 
 def _chat(step: Turn, number: int) -> dict[str, Any]:
@@ -158,7 +167,7 @@ def _responses(step: Turn, number: int) -> dict[str, Any]:
     }
 
 
-def _anthropic(step: Turn, number: int) -> dict[str, Any]:
+def _anthropic_message(step: Turn, number: int) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if step.text is not None:
         content.append({"type": "text", "text": step.text})
@@ -178,7 +187,7 @@ def _anthropic(step: Turn, number: int) -> dict[str, Any]:
     }
 
 
-def refusal(api: str, message: str) -> dict[str, Any]:
+def api_refusal(api: str, message: str) -> dict[str, Any]:
     """The API's error body for a request it refuses (a 400)."""
     if api == "anthropic":
         return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
@@ -187,14 +196,12 @@ def refusal(api: str, message: str) -> dict[str, Any]:
     }
 
 
-def _text(content: object) -> str:
+def _content_text(content: object) -> str:
     """A result's content as text: a string, or the texts of its parts."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
-        )
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
     return json.dumps(content)
 
 
@@ -204,12 +211,14 @@ def returned_in(api: str, body: Mapping[str, Any]) -> list[tuple[str, str, bool 
     if api == "chat":
         for message in body.get("messages") or []:
             if isinstance(message, Mapping) and message.get("role") == "tool":
-                found.append((str(message.get("tool_call_id")), _text(message.get("content")), None))
+                found.append(
+                    (str(message.get("tool_call_id")), _content_text(message.get("content")), None)
+                )
     elif api == "responses":
         items = body.get("input")
         for item in items if isinstance(items, list) else []:
             if isinstance(item, Mapping) and item.get("type") == "function_call_output":
-                found.append((str(item.get("call_id")), _text(item.get("output")), None))
+                found.append((str(item.get("call_id")), _content_text(item.get("output")), None))
     else:
         for message in body.get("messages") or []:
             content = message.get("content") if isinstance(message, Mapping) else None
@@ -219,7 +228,7 @@ def returned_in(api: str, body: Mapping[str, Any]) -> list[tuple[str, str, bool 
                     found.append(
                         (
                             str(block.get("tool_use_id")),
-                            _text(block.get("content")),
+                            _content_text(block.get("content")),
                             bool(error) if error is not None else False,
                         )
                     )

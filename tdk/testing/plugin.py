@@ -152,7 +152,9 @@ def tdk_snapshot(request: pytest.FixtureRequest) -> Callable[..., SnapshotCheck]
         path: str | Path | None = None,
         strict: bool = False,
     ) -> SnapshotCheck:
-        where = folder / (path if path is not None else f"snapshots/{_file_name(toolkit.name)}.json")
+        where = folder / (
+            path if path is not None else f"snapshots/{_file_name(toolkit.name)}.json"
+        )
         checked = check_snapshot(toolkit, where, formats=list(formats), update=update)
         if checked.failed or (strict and checked.changes and not checked.written):
             pytest.fail(checked.report(), pytrace=False)

@@ -49,12 +49,12 @@ _MAX_HOPS: Final = 32
 _MAX_DEPTH: Final = 64
 
 
-def _shown(value: object) -> str:
+def _shown_value(value: object) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
-def _key(value: object) -> str:
+def _json_key(value: object) -> str:
     return json.dumps(value, sort_keys=True)
 
 
@@ -112,7 +112,8 @@ class _Comparison:
         if depth > _MAX_DEPTH or old_s == new_s:
             return
         self.words(old_s, new_s, path)
-        olds, news = list(_branches(old_s)), list(_branches(new_s))
+        olds = [self.resolve(branch, 0) for branch in _branches(old_s)]
+        news = [self.resolve(branch, 1) for branch in _branches(new_s)]
         if len(olds) == 1 and len(news) == 1 and _type(olds[0]) == _type(news[0]):
             self.same_type(olds[0], news[0], path, depth)
             return
@@ -125,13 +126,13 @@ class _Comparison:
                 self.changes.append((COSMETIC, f"{word} of {self.where(path)} changed"))
         if old.get("default", ...) != new.get("default", ...):
             was, now = old.get("default", "(none)"), new.get("default", "(none)")
-            text = f"{self.where(path)}: default changed from {_shown(was)} to {_shown(now)}"
-            self.changes.append((COMPATIBLE, text))
+            text = f"default changed from {_shown_value(was)} to {_shown_value(now)}"
+            self.changes.append((COMPATIBLE, f"{self.where(path)}: {text}"))
         if bool(old.get("deprecated")) != bool(new.get("deprecated")):
             state = "deprecated" if new.get("deprecated") else "no longer deprecated"
             self.changes.append((COMPATIBLE, f"{self.where(path)} {state}"))
         for word in sorted((set(old) | set(new)) - _HANDLED):
-            if _key(old.get(word)) != _key(new.get(word)):
+            if _json_key(old.get(word)) != _json_key(new.get(word)):
                 self.changes.append((BREAKING, f"{self.where(path)}: '{word}' changed"))
 
     def branches(
@@ -150,6 +151,11 @@ class _Comparison:
             elif wider:
                 matched.add(wider[0])
                 self.widened(f"{self.where(path)}: {kind} widened to {_type(news[wider[0]])}")
+            elif narrower := [
+                n for n, new in enumerate(news) if kind in _WIDER.get(_type(new), ())
+            ]:
+                matched.add(narrower[0])
+                self.narrowed(f"{self.where(path)}: {kind} narrowed to {_type(news[narrower[0]])}")
             else:
                 lost.append(kind)
         kinds = {_type(old) for old in olds}
@@ -181,7 +187,7 @@ class _Comparison:
         if was == now:
             return
         if was is None:
-            self.narrowed(f"{self.where(path)}: now limited to {_shown(sorted(now or ()))}")
+            self.narrowed(f"{self.where(path)}: now limited to {_shown_value(sorted(now or ()))}")
             return
         if now is None:
             self.widened(f"{self.where(path)}: no longer limited to listed values")
@@ -197,17 +203,16 @@ class _Comparison:
             was, now = old.get(word), new.get(word)
             if was == now:
                 continue
-            tighter = (
-                was is None
-                or (now is not None and (now > was if word in _LOWER else now < was))
+            tighter = was is None or (
+                now is not None and (now > was if word in _LOWER else now < was)
             )
-            text = f"{self.where(path)}: {word} {_shown(was)} -> {_shown(now)}"
+            text = f"{self.where(path)}: {word} {_shown_value(was)} -> {_shown_value(now)}"
             self.narrowed(text) if tighter else self.widened(text)
         for word in ("pattern", "format"):
             was, now = old.get(word), new.get(word)
             if was == now:
                 continue
-            text = f"{self.where(path)}: {word} {_shown(was)} -> {_shown(now)}"
+            text = f"{self.where(path)}: {word} {_shown_value(was)} -> {_shown_value(now)}"
             if was is None:
                 self.narrowed(text)
             elif now is None:
@@ -309,9 +314,9 @@ def _type(schema: Mapping[str, Any]) -> str:
 def _allowed(schema: Mapping[str, Any]) -> frozenset[str] | None:
     """The values ``enum``/``const`` allow (as JSON text), or None when not limited."""
     if "const" in schema:
-        return frozenset({_key(schema["const"])})
+        return frozenset({_json_key(schema["const"])})
     values = schema.get("enum")
-    return frozenset(_key(value) for value in values) if isinstance(values, list) else None
+    return frozenset(_json_key(value) for value in values) if isinstance(values, list) else None
 
 
 def schema_changes(

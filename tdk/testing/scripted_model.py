@@ -29,7 +29,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
 from tdk.testing.canaries import witness
-from tdk.testing.model_wire import API_PATHS, Returned, Turn, answer_of, refusal, returned_in, turn
+from tdk.testing.model_wire import (
+    API_PATHS,
+    Returned,
+    Turn,
+    answer_of,
+    api_refusal,
+    returned_in,
+    turn,
+)
 
 __all__ = ["ScriptedModel"]
 
@@ -73,8 +81,7 @@ class ScriptedModel:
             from openai import AsyncOpenAI
         except ImportError as missing:
             raise ImportError(
-                "scripted_model.openai() needs the openai package: "
-                "pip install 'tdk-tools[testing]'"
+                "scripted_model.openai() needs the openai package: pip install 'tdk-tools[testing]'"
             ) from missing
         number = self._script(api, turns)
         options.setdefault("max_retries", 0)
@@ -132,12 +139,14 @@ class ScriptedModel:
             return 404, {"error": {"message": f"no script {number}"}}
         script = self._scripts[number]
         if path != API_PATHS[script.api]:
-            return 404, refusal(script.api, f"this client's fake API serves {API_PATHS[script.api]}")
+            return 404, api_refusal(
+                script.api, f"this client's fake API serves {API_PATHS[script.api]}"
+            )
         with self._lock:
             self.requests.append(dict(body))
         witness("model request", f"{script.api} request", body)
         if body.get("stream"):
-            return 400, refusal(script.api, "the scripted model does not stream")
+            return 400, api_refusal(script.api, "the scripted model does not stream")
         with script.lock:
             returned = self._record(script, body)
             if script.played >= len(script.turns):
@@ -146,13 +155,13 @@ class ScriptedModel:
                     f"({len(script.turns)} turns)"
                 )
                 self._problems.append(problem)
-                return 400, refusal(script.api, f"scripted_model: {problem}")
+                return 400, api_refusal(script.api, f"scripted_model: {problem}")
             if script.played:
                 asked = {call.call_id for call in script.turns[script.played - 1].calls}
                 missing = sorted(asked - returned)
                 if missing:
                     message = f"tool calls without a result: {', '.join(missing)}"
-                    return 400, refusal(script.api, message)
+                    return 400, api_refusal(script.api, message)
             step = script.turns[script.played]
             script.played += 1
         return 200, answer_of(script.api, step, script.played)
@@ -199,7 +208,7 @@ def _handler_for(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+        def log_message(self, format: str, *args: Any) -> None:
             """Quiet: the requests are in :attr:`ScriptedModel.requests`."""
 
     return Handler

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tdk._define.toolkit import Toolkit
-from tdk.testing.contract import FORMAT_VERSION, contract_of, rendered, snapshot_document
+from tdk.testing.contract import FORMAT_VERSION, contract_of, snapshot_document, snapshot_text
 from tdk.testing.schema_changes import BREAKING, COMPATIBLE, COSMETIC, schema_changes
 
 __all__ = ["Change", "SnapshotCheck", "check_snapshot", "compare_documents"]
@@ -65,7 +65,9 @@ def _mark_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[
             found.append((label, f"{mark} changed from {old[mark]} to {new[mark]}"))
     for kind in ("secrets", "metadata"):
         for name in sorted(set(new.get(kind) or ()) - set(old.get(kind) or ())):
-            found.append((BREAKING, f"now requires {kind[:-1] if kind == 'secrets' else kind} {name!r}"))
+            found.append(
+                (BREAKING, f"now requires {kind[:-1] if kind == 'secrets' else kind} {name!r}")
+            )
         for name in sorted(set(old.get(kind) or ()) - set(new.get(kind) or ())):
             found.append((COMPATIBLE, f"no longer requires {name!r}"))
     was, now = old.get("deprecated"), new.get("deprecated")
@@ -74,11 +76,15 @@ def _mark_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[
         found.append((label, "deprecation message changed" if label == COSMETIC
                       else ("deprecated" if now else "no longer deprecated")))  # fmt: skip
     if old.get("strict") != new.get("strict"):
-        found.append((COMPATIBLE, f"strict changed from {old.get('strict')} to {new.get('strict')}"))
+        found.append(
+            (COMPATIBLE, f"strict changed from {old.get('strict')} to {new.get('strict')}")
+        )
     return found
 
 
-def _tool_changes(form: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _tool_changes(
+    form: str, old: Mapping[str, Any], new: Mapping[str, Any]
+) -> list[tuple[str, str]]:
     """Every change of one tool in one format."""
     was, now = contract_of(form, old), contract_of(form, new)
     found: list[tuple[str, str]] = []
@@ -108,7 +114,9 @@ def compare_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Ch
                 found = _tool_changes(form, before[name], after[name])
             for label, what in found:
                 seen.setdefault((label, name, what), []).append(form)
-    changes = [Change(label, tool, what, tuple(forms)) for (label, tool, what), forms in seen.items()]
+    changes = [
+        Change(label, tool, what, tuple(forms)) for (label, tool, what), forms in seen.items()
+    ]
     return sorted(changes, key=lambda c: (LABELS.index(c.label), c.tool, c.what))
 
 
@@ -187,8 +195,8 @@ def check_snapshot(
     saved = _parsed(saved_text)
     wanted = sorted(formats) if formats is not None else sorted(_formats(saved or {})) or ["json"]
     document = snapshot_document(toolkit, wanted)
-    text = rendered(document)
-    problem = _problem(saved_text, saved, wanted)
+    text = snapshot_text(document)
+    problem = _snapshot_problem(saved_text, saved, wanted)
     changes = () if problem else tuple(compare_documents(saved or {}, document))
     diff = "" if saved_text is None else _diff(saved_text, text, path)
     written = False
@@ -209,7 +217,9 @@ def _parsed(text: str | None) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def _problem(text: str | None, saved: Mapping[str, Any] | None, wanted: list[str]) -> str | None:
+def _snapshot_problem(
+    text: str | None, saved: Mapping[str, Any] | None, wanted: list[str]
+) -> str | None:
     """Why the snapshot cannot be compared, or None."""
     if text is None:
         return "no snapshot yet; write it with pytest --tdk-update-snapshots (or --update)"

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
+from urllib.parse import unquote_to_bytes
 
 import httpx
 
@@ -53,7 +54,7 @@ class UpstreamRoute:
         self._upstream = upstream
         self.method: Final = method
         self.url: Final = url
-        self._answers: list[Answer] = [dialects.ok()]
+        self._answers: list[Answer] = [dialects.answer_ok()]
         self._played = 0
         self.requests: list[httpx.Request] = []
         """Every request this route got, in order."""
@@ -73,13 +74,14 @@ class UpstreamRoute:
         return len(self.requests)
 
     def matches(self, request: httpx.Request) -> bool:
-        """Whether ``request`` is this route's: the same method, scheme, host, port and path,
-        and the same query when the route's URL has one."""
+        """Whether ``request`` is this route's: the same method, scheme, host, port and path
+        (a ``{name}`` segment of the route's path matches any one segment), and the same query
+        when the route's URL has one."""
         url = request.url
         return (
             request.method == self.method
-            and (url.scheme, url.host, url.port, url.path)
-            == (self.url.scheme, self.url.host, self.url.port, self.url.path)
+            and (url.scheme, url.host, url.port) == (self.url.scheme, self.url.host, self.url.port)
+            and _same_path(self.url.raw_path.split(b"?")[0], url.raw_path.split(b"?")[0])
             and (not self.url.query or sorted(url.params.multi_items())
                  == sorted(self.url.params.multi_items()))
         )  # fmt: skip
@@ -93,6 +95,20 @@ class UpstreamRoute:
 
     def __repr__(self) -> str:
         return f"<UpstreamRoute {self.method} {self.url} calls={self.calls}>"
+
+
+def _same_path(route: bytes, request: bytes) -> bool:
+    """Whether the request's raw path is the route's, ``{name}`` segments matching any one
+    non-empty segment."""
+    wanted, got = route.split(b"/"), request.split(b"/")
+    return len(wanted) == len(got) and all(
+        w == g or (_placeholder(w) and bool(g)) for w, g in zip(wanted, got, strict=True)
+    )
+
+
+def _placeholder(segment: bytes) -> bool:
+    name = unquote_to_bytes(segment)
+    return name.startswith(b"{") and name.endswith(b"}")
 
 
 def _fixed(response: httpx.Response) -> Answer:
@@ -109,13 +125,13 @@ class Upstream:
     (``tdk_upstream.rate_limited("openai", retry_after=1.5)``).
     """
 
-    ok = staticmethod(dialects.ok)
-    rate_limited = staticmethod(dialects.rate_limited)
-    server_error = staticmethod(dialects.server_error)
-    invalid = staticmethod(dialects.invalid)
-    timeout = staticmethod(dialects.timeout)
-    reset = staticmethod(dialects.reset)
-    refused = staticmethod(dialects.refused)
+    ok = staticmethod(dialects.answer_ok)
+    rate_limited = staticmethod(dialects.answer_rate_limited)
+    server_error = staticmethod(dialects.answer_server_error)
+    invalid = staticmethod(dialects.answer_invalid)
+    timeout = staticmethod(dialects.answer_timeout)
+    reset = staticmethod(dialects.answer_reset)
+    refused = staticmethod(dialects.answer_refused)
 
     def __init__(
         self, base_url: str | None = None, *, clock: Callable[[], datetime] = _wall_clock
@@ -157,8 +173,9 @@ class Upstream:
             self._router = None
 
     def route(self, method: str, url: str) -> UpstreamRoute:
-        """The route of ``method`` and ``url`` (a URL with a query matches that query only;
-        without one, any query)."""
+        """The route of ``method`` and ``url``: a ``{name}`` segment of its path matches any
+        one segment (``/repos/{owner}/{repo}/issues``); a URL with a query matches that query
+        only, one without, any query."""
         full = httpx.URL(self.base_url).join(url) if self.base_url else httpx.URL(url)
         if not full.is_absolute_url:
             raise ValueError(f"{url!r} is not an absolute URL, and no base_url is set")
