@@ -93,7 +93,7 @@ def unknown_kind(word: Annotated[str, "A word."] = "") -> str:
 @pytest.mark.parametrize(
     ("target", "kinds", "message"),
     [
-        pytest.param(echoing, {ErrorKind.UNKNOWN}, "the error echoes an argument", id="echo"),
+        pytest.param(echoing, set(ErrorKind), "the error echoes an argument", id="echo"),
         pytest.param(leaking, None, "result: leaking: value", id="secret-in-result"),
         pytest.param(logging_it, None, "log record: logger 'acme' INFO", id="secret-in-log"),
         pytest.param(unknown_kind, None, "the kind UNKNOWN is not one of those allowed", id="kind"),

@@ -54,7 +54,7 @@ def _shown_value(value: object) -> str:
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
-def _json_key(value: object) -> str:
+def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True)
 
 
@@ -132,7 +132,7 @@ class _Comparison:
             state = "deprecated" if new.get("deprecated") else "no longer deprecated"
             self.changes.append((COMPATIBLE, f"{self.where(path)} {state}"))
         for word in sorted((set(old) | set(new)) - _HANDLED):
-            if _json_key(old.get(word)) != _json_key(new.get(word)):
+            if _canonical(old.get(word)) != _canonical(new.get(word)):
                 self.changes.append((BREAKING, f"{self.where(path)}: '{word}' changed"))
 
     def branches(
@@ -314,9 +314,9 @@ def _type(schema: Mapping[str, Any]) -> str:
 def _allowed(schema: Mapping[str, Any]) -> frozenset[str] | None:
     """The values ``enum``/``const`` allow (as JSON text), or None when not limited."""
     if "const" in schema:
-        return frozenset({_json_key(schema["const"])})
+        return frozenset({_canonical(schema["const"])})
     values = schema.get("enum")
-    return frozenset(_json_key(value) for value in values) if isinstance(values, list) else None
+    return frozenset(_canonical(value) for value in values) if isinstance(values, list) else None
 
 
 def schema_changes(
