@@ -18,7 +18,8 @@ and:
 - no canary is in the result, nor in any log record or span made during the call
   (``tdk_secrets``'s sinks);
 - a failure does not echo the arguments: the marker text drawn among string values
-  (:data:`~tdk.testing.canaries.ECHO_MARKER`) is in no error field.
+  (:data:`~tdk.testing.canaries.ECHO_MARKER`) is in no field of an invalid-arguments error,
+  nor in what the model reads of any other failure (its ``message`` and guidance).
 
 It is bounded and deterministic: by default 100 examples, derandomized, no example database,
 no deadline (a first call may be slow); pass ``settings=hypothesis.settings(...)`` to choose
@@ -64,6 +65,17 @@ class FuzzReport:
     """How many calls ended with each kind (``success`` for a success)."""
 
 
+def _echo_text(result: ToolResult) -> str:
+    """Where an argument must not come back: the whole error of invalid arguments (tdk
+    echoes no submitted value), and what the model reads of any other failure (an upstream
+    error's redacted URL, built from arguments, is in its ``details``: that is allowed)."""
+    error = result.error
+    assert error is not None
+    if error.kind is ErrorKind.TOOL_RUNTIME_BAD_INPUT_VALUE:
+        return json.dumps(error.to_dict(), ensure_ascii=False)
+    return f"{error.message}\n{error.additional_prompt_content or ''}"
+
+
 def _outcome_problem(
     result: object, kinds: frozenset[ErrorKind], canaries: Canaries, before: int
 ) -> str | None:
@@ -76,7 +88,7 @@ def _outcome_problem(
     if result.error is not None:
         if result.error.kind not in kinds:
             return f"the kind {result.error.kind.value} is not one of those allowed"
-        if ECHO_MARKER in json.dumps(result.error.to_dict(), ensure_ascii=False):
+        if ECHO_MARKER in _echo_text(result):
             return "the error echoes an argument (the marker text drawn is in it)"
     canaries.check(result, sink="result", where=result.tool)
     if len(canaries.leaks) > before:
