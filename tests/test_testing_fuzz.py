@@ -126,6 +126,24 @@ def test_import_tdk_loads_none_of_the_kit() -> None:
     assert loaded == "[]"
 
 
+def test_the_plugin_loads_nothing_of_the_kit_until_a_fixture_asks() -> None:
+    """pytest imports the entry module in every run where tdk is installed, before coverage
+    starts: it imports nothing of tdk. The plugin it loads at configure time imports three
+    modules; the kit's parts load when a fixture asks."""
+    entry = _fresh("import sys, _tdk_pytest\nprint(sorted(m for m in sys.modules if 'tdk' in m))")
+    assert entry == "['_tdk_pytest']"
+    loaded = _fresh(
+        "import sys, tdk.testing.plugin\nprint(sorted(m for m in sys.modules if 'tdk' in m))"
+    )
+    assert loaded == "['tdk', 'tdk.testing', 'tdk.testing.plugin']"
+
+
+def test_the_plugins_eras_are_the_clients() -> None:
+    from tdk.testing.plugin import MCP_ERAS
+
+    assert tuple(tdk.testing.ERAS) == MCP_ERAS
+
+
 #: Makes the kit's extras unimportable in a fresh process, then loads the plugin.
 WITHOUT_EXTRAS = """
 import asyncio, sys

@@ -26,15 +26,41 @@ See ``docs/testing.md``.
 
 from __future__ import annotations
 
-from tdk.testing.canaries import Canaries, Leak
-from tdk.testing.clock import FakeClock
-from tdk.testing.dialects import DIALECTS, Answer
-from tdk.testing.fuzz import FuzzReport, fuzz
-from tdk.testing.mcp_client import ERAS, McpClients
-from tdk.testing.model_wire import Returned
-from tdk.testing.scripted_model import ScriptedModel
-from tdk.testing.snapshot import Change, SnapshotCheck, check_snapshot
-from tdk.testing.upstream import Upstream, UpstreamRoute
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tdk.testing.canaries import Canaries, Leak
+    from tdk.testing.clock import FakeClock
+    from tdk.testing.dialects import DIALECTS, Answer
+    from tdk.testing.fuzz import FuzzReport, fuzz
+    from tdk.testing.mcp_client import ERAS, McpClients
+    from tdk.testing.model_wire import Returned
+    from tdk.testing.scripted_model import ScriptedModel
+    from tdk.testing.snapshot import Change, SnapshotCheck, check_snapshot
+    from tdk.testing.upstream import Upstream, UpstreamRoute
+
+#: Each public name -> its module, loaded on first use: the plugin imports this package in
+#: every pytest run of a project where tdk is installed, and loads a part only when a test
+#: asks for it.
+_LAZY: dict[str, str] = {
+    "Answer": "tdk.testing.dialects",
+    "Canaries": "tdk.testing.canaries",
+    "Change": "tdk.testing.snapshot",
+    "DIALECTS": "tdk.testing.dialects",
+    "ERAS": "tdk.testing.mcp_client",
+    "FakeClock": "tdk.testing.clock",
+    "FuzzReport": "tdk.testing.fuzz",
+    "Leak": "tdk.testing.canaries",
+    "McpClients": "tdk.testing.mcp_client",
+    "Returned": "tdk.testing.model_wire",
+    "ScriptedModel": "tdk.testing.scripted_model",
+    "SnapshotCheck": "tdk.testing.snapshot",
+    "Upstream": "tdk.testing.upstream",
+    "UpstreamRoute": "tdk.testing.upstream",
+    "check_snapshot": "tdk.testing.snapshot",
+    "fuzz": "tdk.testing.fuzz",
+}
 
 __all__ = [
     "DIALECTS",
@@ -54,3 +80,16 @@ __all__ = [
     "check_snapshot",
     "fuzz",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tdk.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,15 +1,18 @@
-"""The pytest plugin of :mod:`tdk.testing` (entry point ``tdk`` of the ``pytest11`` group;
-``pytest -p no:tdk`` turns it off).
+"""The pytest plugin of :mod:`tdk.testing`: its fixtures and hooks. pytest loads it through
+the entry point ``tdk`` of the ``pytest11`` group (the module ``_tdk_pytest``, which adds the
+option and loads this module when pytest is configured); ``pytest -p no:tdk`` turns it off.
 
 Its fixtures are thin: each builds one object of the kit for the length of a test and checks
 it when the test ends. What a fixture finds wrong (a canary that reached a sink, a request no
 route answered, a request past the end of a model's script) fails the test itself, after its
 body ran, naming everything found; when the body failed first, the findings are added to its
-report. This module imports nothing beyond pytest and tdk: a fixture whose package is missing
-fails with the name of the extra that brings it.
+report. This module imports nothing beyond pytest at load (pytest loads it in every run of a
+project where tdk is installed, before coverage starts): each fixture imports its part of the
+kit when first used, and a fixture whose package is missing fails with the name of the extra
+that brings it.
 
-Options: ``--tdk-update-snapshots`` writes the contract snapshots ``tdk_snapshot`` compares
-with (accepting every change, breaking ones included).
+Option (added by ``_tdk_pytest``): ``--tdk-update-snapshots`` writes the contract snapshots
+``tdk_snapshot`` compares with (accepting every change, breaking ones included).
 """
 
 from __future__ import annotations
@@ -17,19 +20,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tdk._define.toolkit import Toolkit
-from tdk.testing.canaries import Canaries
-from tdk.testing.clock import FakeClock
-from tdk.testing.mcp_client import ERAS, McpClients
-from tdk.testing.scripted_model import ScriptedModel
-from tdk.testing.snapshot import SnapshotCheck, check_snapshot
-from tdk.testing.upstream import Upstream
+if TYPE_CHECKING:
+    from tdk._define.toolkit import Toolkit
+    from tdk.testing.canaries import Canaries
+    from tdk.testing.clock import FakeClock
+    from tdk.testing.mcp_client import McpClients
+    from tdk.testing.scripted_model import ScriptedModel
+    from tdk.testing.snapshot import SnapshotCheck
+    from tdk.testing.upstream import Upstream
 
 __all__ = [
-    "pytest_addoption",
     "pytest_runtest_call",
     "scripted_model",
     "tdk_clock",
@@ -42,20 +46,15 @@ __all__ = [
 _UPDATE = "--tdk-update-snapshots"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--tdk-update-snapshots``."""
-    parser.getgroup("tdk", "tdk testing kit").addoption(
-        _UPDATE,
-        action="store_true",
-        default=False,
-        help="write the contract snapshots that tdk_snapshot compares with (accepting every "
-        "change, breaking ones included)",
-    )
-
-
 def _findings(item: pytest.Item) -> list[tuple[str, str]]:
     """What the kit's fixtures of ``item`` found wrong: ``(fixture, report)`` each."""
-    used = getattr(item, "funcargs", {})
+    used: dict[str, Any] = getattr(item, "funcargs", {})
+    if not ({"tdk_secrets", "tdk_upstream", "scripted_model"} & used.keys()):
+        return []  # (most tests: nothing of the kit to load)
+    from tdk.testing.canaries import Canaries
+    from tdk.testing.scripted_model import ScriptedModel
+    from tdk.testing.upstream import Upstream
+
     found = []
     secrets = used.get("tdk_secrets")
     if isinstance(secrets, Canaries):
@@ -91,6 +90,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 def tdk_upstream() -> Iterator[Upstream]:
     """Fake upstream APIs on respx for this test: routes answering as real APIs fail, and
     counting their requests (:class:`tdk.testing.Upstream`)."""
+    from tdk.testing.upstream import Upstream
+
     with Upstream() as upstream:
         yield upstream
 
@@ -99,6 +100,8 @@ def tdk_upstream() -> Iterator[Upstream]:
 def tdk_clock() -> FakeClock:
     """A fake clock and sleep for ``ToolRunner`` (:class:`tdk.testing.FakeClock`):
     ``tdk_clock.runner(toolkit, retry=...)``."""
+    from tdk.testing.clock import FakeClock
+
     return FakeClock()
 
 
@@ -106,6 +109,8 @@ def tdk_clock() -> FakeClock:
 def tdk_secrets() -> Iterator[Canaries]:
     """Canary secrets (``tdk_secrets.context(toolkit)``, ``tdk_secrets.env(toolkit)``); the
     test fails naming every sink one reached (:class:`tdk.testing.Canaries`)."""
+    from tdk.testing.canaries import Canaries
+
     with Canaries() as canaries:
         yield canaries
     late = canaries.report(canaries.leaks[canaries.reported :])
@@ -113,10 +118,17 @@ def tdk_secrets() -> Iterator[Canaries]:
         pytest.fail(late, pytrace=False)
 
 
-@pytest.fixture(params=list(ERAS), ids=[f"mcp-{era}" for era in ERAS])
+#: The MCP protocol eras (``tdk.testing.ERAS``, written here so that loading the plugin
+#: loads nothing of the kit; a test checks that the two agree).
+MCP_ERAS = ("2025-11-25", "2026-07-28")
+
+
+@pytest.fixture(params=MCP_ERAS, ids=[f"mcp-{era}" for era in MCP_ERAS])
 def tdk_mcp(request: pytest.FixtureRequest) -> McpClients:
     """The official MCP client in memory (``async with tdk_mcp.connect(toolkit) as client``);
     each test using it runs once per protocol era (:class:`tdk.testing.McpClients`)."""
+    from tdk.testing.mcp_client import McpClients
+
     return McpClients(request.param)
 
 
@@ -124,6 +136,8 @@ def tdk_mcp(request: pytest.FixtureRequest) -> McpClients:
 def scripted_model() -> Iterator[ScriptedModel]:
     """Fake OpenAI and Anthropic APIs for the official clients, playing scripts of tool calls
     (:class:`tdk.testing.ScriptedModel`)."""
+    from tdk.testing.scripted_model import ScriptedModel
+
     model = ScriptedModel()
     try:
         yield model
@@ -142,6 +156,8 @@ def tdk_snapshot(request: pytest.FixtureRequest) -> Callable[..., SnapshotCheck]
     ``snapshots/<toolkit>.json`` beside the test file; a relative ``path`` is from there too).
     A breaking change fails the test with a readable report; ``strict`` fails on any change.
     ``pytest --tdk-update-snapshots`` writes the snapshot instead."""
+    from tdk.testing.snapshot import check_snapshot
+
     update = bool(request.config.getoption(_UPDATE, default=False))
     folder = Path(request.path).parent
 
