@@ -6,10 +6,9 @@ Its fixtures are thin: each builds one object of the kit for the length of a tes
 it when the test ends. What a fixture finds wrong (a canary that reached a sink, a request no
 route answered, a request past the end of a model's script) fails the test itself, after its
 body ran, naming everything found; when the body failed first, the findings are added to its
-report. This module imports nothing beyond pytest at load (pytest loads it in every run of a
-project where tdk is installed, before coverage starts): each fixture imports its part of the
-kit when first used, and a fixture whose package is missing fails with the name of the extra
-that brings it.
+report. This module imports nothing of the kit at load (pytest loads it in every run of a
+project where tdk is installed): each fixture imports its part of the kit when first used, and
+a fixture whose package is missing fails with the name of the extra that brings it.
 
 Option (added by ``_tdk_pytest``): ``--tdk-update-snapshots`` writes the contract snapshots
 ``tdk_snapshot`` compares with (accepting every change, breaking ones included).
