@@ -43,11 +43,16 @@ toolkit = Toolkit("acme", [leaky])
 '''
 
 
-def inner(pytester: pytest.Pytester, test: str, *args: str) -> pytest.RunResult:
-    """Run the inner test file ``test`` (beside ``tools.py``) with the plugin as installed."""
+def inner(
+    pytester: pytest.Pytester, test: str, *args: str, subprocess: bool = False
+) -> pytest.RunResult:
+    """Run the inner test file ``test`` (beside ``tools.py``) with the plugin as installed (in
+    this process, or in a new one)."""
     pytester.makepyfile(tools=TOOLS)
     pytester.makepyfile(test_inner=textwrap.dedent(test))
     pytester.syspathinsert()
+    if subprocess:
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", *args, timeout=120)
     return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", *args)
 
 
@@ -103,6 +108,41 @@ def test_a_tool_that_keeps_its_secret_passes_tdk_secrets(pytester: pytest.Pytest
         """,
     )
     result.assert_outcomes(passed=1)
+
+
+def test_spans_are_watched_on_the_provider_the_tests_set(pytester: pytest.Pytester) -> None:
+    """A project whose conftest sets its own tracer provider (the public setter, once per
+    process: so in a subprocess): ``tdk_secrets`` listens to it, and the spans still reach
+    the project's own exporter."""
+    pytester.makeconftest(
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        EXPORTED = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(EXPORTED))
+        trace.set_tracer_provider(provider)
+        """
+    )
+    result = inner(
+        pytester,
+        """
+        import asyncio
+        import conftest
+        import tools
+
+        def test_leaks(tdk_secrets):
+            tools.SINKS.add("span")
+            asyncio.run(tdk_secrets.run(tools.toolkit, "leaky", {}))
+            assert "acme.call" in [s.name for s in conftest.EXPORTED.get_finished_spans()]
+        """,
+        subprocess=True,
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*- span: 'acme.call': attributes.acme.auth*"])
 
 
 def test_a_leak_into_an_mcp_answer_is_named(pytester: pytest.Pytester) -> None:

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tdk import Tool, Toolkit, tool
+from tdk.__main__ import main
 from tdk.testing import check_snapshot
 
 #: Bound of one command, in seconds (each takes about one).
@@ -60,6 +61,13 @@ class Out2(BaseModel):
     number: int
 
 
+class Out3(BaseModel):
+    """An issue."""
+
+    number: int | None = None
+    url: str | None = None
+
+
 def variant(
     *,
     first: str = "",
@@ -79,7 +87,7 @@ def variant(
         "    raise NotImplementedError\n"
     )
     space: dict[str, Any] = {}
-    exec(source, {**globals(), "Out2": Out2}, space)
+    exec(source, {**globals(), "Out2": Out2, "Out3": Out3, "Field": Field}, space)
     made: Tool[..., Any] = space["base"]
     return made
 
@@ -129,6 +137,26 @@ CASES = [
     pytest.param(
         {"options": "requires_secrets=['TOKEN']"}, "breaking", "now requires secret 'TOKEN'",
         id="secret-required",
+    ),
+    pytest.param(
+        {"q": "q: Annotated[str, Field(max_length=10, description='Query.')]"}, "breaking",
+        "parameter 'q': maxLength null -> 10", id="bound-tightened",
+    ),
+    pytest.param(
+        {"size": "size: Annotated[float, Field(ge=0, description='Size.')] = 1.0"}, "breaking",
+        "parameter 'size': minimum null -> 0", id="minimum-added",
+    ),
+    pytest.param(
+        {"q": "q: Annotated[str, Field(pattern='^a', description='Query.')]"}, "breaking",
+        'parameter \'q\': pattern null -> "^a"', id="pattern-added",
+    ),
+    pytest.param(
+        {"output": "Out3"}, "breaking", "output field 'number' may now be missing",
+        id="output-field-optional",
+    ),
+    pytest.param(
+        {"output": "Out3"}, "breaking", "output field 'number': type widened, null now allowed",
+        id="output-may-be-null",
     ),
     pytest.param(
         {"tree": "tree: Annotated[list[Node] | None, 'A tree.'] = None"}, "breaking",
@@ -261,3 +289,18 @@ def test_tdk_schema_without_check_still_prints_json(tmp_path: Path) -> None:
     done = tdk_schema("tools.py", cwd=tmp_path)
     assert done.returncode == 0
     assert json.loads(done.stdout)[0]["name"] == "add"
+
+
+def test_the_check_runs_in_process_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``main()`` with arguments (the command's code, in this process): written, then the
+    same, then a breaking change."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tools_in_process.py").write_text(TOOLS_V1)
+    check = ["schema", "tools_in_process.py", "--check", "c.json"]
+    assert main([*check, "--update"]) == 0
+    assert main(check) == 0
+    (tmp_path / "tools_changed.py").write_text(REQUIRED_B)  # (a module is imported once)
+    assert main(["schema", "tools_changed.py", "--check", "c.json"]) == 1
+    assert "BREAKING    add: parameter 'b' is now required" in capsys.readouterr().out
