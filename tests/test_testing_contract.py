@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from tdk import Tool, Toolkit, tool
 from tdk.__main__ import main
 from tdk.testing import check_snapshot
+from tdk.testing.schema_changes import schema_changes
 
 #: Bound of one command, in seconds (each takes about one).
 COMMAND_TIMEOUT = 60
@@ -304,3 +305,138 @@ def test_the_check_runs_in_process_too(
     (tmp_path / "tools_changed.py").write_text(REQUIRED_B)  # (a module is imported once)
     assert main(["schema", "tools_changed.py", "--check", "c.json"]) == 1
     assert "BREAKING    add: parameter 'b' is now required" in capsys.readouterr().out
+
+
+def _arguments(schema: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """An input (or output) schema with one required property ``a``."""
+    return {"type": "object", "properties": {"a": schema}, "required": ["a"], **more}
+
+
+NODE = {
+    "type": "object",
+    "properties": {"next": {"$ref": "#/$defs/Node"}, "n": {"type": "integer"}},
+}
+SCHEMAS = [
+    pytest.param(
+        _arguments({"type": "string"}),
+        _arguments({"type": "string", "deprecated": True}),
+        "input",
+        ("compatible", "parameter 'a' deprecated"),
+        id="deprecated",
+    ),
+    pytest.param(
+        _arguments({"type": "string", "x-odd": 1}),
+        _arguments({"type": "string", "x-odd": 2}),
+        "input",
+        ("breaking", "parameter 'a': 'x-odd' changed"),
+        id="unknown-keyword",
+    ),
+    pytest.param(
+        _arguments({"type": "integer"}),
+        _arguments({"type": "number"}),
+        "input",
+        ("compatible", "parameter 'a': integer widened to number"),
+        id="integer-to-number",
+    ),
+    pytest.param(
+        _arguments({"type": "string"}),
+        _arguments({"type": ["string", "null"]}),
+        "input",
+        ("compatible", "parameter 'a': type widened, null now allowed"),
+        id="type-list",
+    ),
+    pytest.param(
+        _arguments({"enum": ["x", "y"]}),
+        _arguments({"type": "string"}),
+        "input",
+        ("compatible", "parameter 'a': no longer limited to listed values"),
+        id="enum-dropped",
+    ),
+    pytest.param(
+        _arguments({"type": "string"}),
+        _arguments({"enum": ["x"]}),
+        "input",
+        ("breaking", "parameter 'a': now limited to [\"x\"]"),
+        id="enum-set",
+    ),
+    pytest.param(
+        _arguments({"type": "string", "pattern": "a"}),
+        _arguments({"type": "string", "pattern": "b"}),
+        "input",
+        ("breaking", 'parameter \'a\': pattern "a" -> "b"'),
+        id="pattern-changed",
+    ),
+    pytest.param(
+        _arguments({"type": "string", "format": "date"}),
+        _arguments({"type": "string"}),
+        "input",
+        ("compatible", "parameter 'a': format \"date\" -> null"),
+        id="format-dropped",
+    ),
+    pytest.param(
+        _arguments({"type": "array", "items": {"type": "string"}, "maxItems": 3}),
+        _arguments({"items": {"type": "string"}, "type": "array", "maxItems": 5}),
+        "input",
+        ("compatible", "parameter 'a': maxItems 3 -> 5"),
+        id="bound-loosened",
+    ),
+    pytest.param(
+        _arguments({"type": "string"}, additionalProperties=False),
+        _arguments({"type": "string"}),
+        "input",
+        ("compatible", "the arguments: other keys now allowed"),
+        id="extra-keys-allowed",
+    ),
+    pytest.param(
+        _arguments({"type": "string"}),
+        _arguments({"type": "string"}, additionalProperties=False),
+        "input",
+        ("breaking", "the arguments: other keys no longer allowed"),
+        id="extra-keys-refused",
+    ),
+    pytest.param(
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        "input",
+        ("breaking", "parameter '{}': type changed from integer to string"),
+        id="extra-key-values",
+    ),
+    pytest.param(
+        _arguments({"enum": ["x"]}),
+        _arguments({"enum": ["x", "y"]}),
+        "output",
+        ("breaking", "output field 'a': enum value \"y\" added"),
+        id="output-enum-added",
+    ),
+    pytest.param(
+        _arguments({"items": {"type": "integer"}}),
+        _arguments({"items": {"type": "string"}}),
+        "input",
+        ("breaking", "parameter 'a[]': type changed from integer to string"),
+        id="items-inferred",
+    ),
+    pytest.param(
+        {"$ref": "#/$defs/Node", "$defs": {"Node": NODE}},
+        {"$ref": "#/$defs/Node", "$defs": {"Node": {**NODE, "required": ["n"]}}},
+        "input",
+        ("breaking", "parameter 'n' is now required"),
+        id="recursive-ref",
+    ),
+    pytest.param(
+        {"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}},
+        {"type": "object"},
+        "input",
+        ("breaking", "the arguments: type changed from any to object"),
+        id="ref-loop",
+    ),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "role", "change"), SCHEMAS)
+def test_schema_changes_table(
+    old: dict[str, Any], new: dict[str, Any], role: str, change: tuple[str, str]
+) -> None:
+    """Each keyword's rule, on raw JSON Schemas (``ref-loop``: a ``$ref`` that never ends
+    reads as a schema that says nothing, at a bounded cost)."""
+    found = schema_changes(old, new, role=role)
+    assert change in found, found

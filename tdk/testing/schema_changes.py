@@ -187,7 +187,8 @@ class _Comparison:
         if was == now:
             return
         if was is None:
-            self.narrowed(f"{self.where(path)}: now limited to {_shown_value(sorted(now or ()))}")
+            listed = [json.loads(value) for value in sorted(now or ())]
+            self.narrowed(f"{self.where(path)}: now limited to {_shown_value(listed)}")
             return
         if now is None:
             self.widened(f"{self.where(path)}: no longer limited to listed values")
