@@ -277,3 +277,27 @@ def test_a_tool_that_cannot_be_strict_is_a_command_error(tmp_path: Path) -> None
     target, snapshot = str(tmp_path / "free.py"), str(tmp_path / "s.json")
     status = main(["schema", target, "--check", snapshot, "--update", "--format", "openai-strict"])
     assert status == 1
+
+
+def test_the_spans_of_a_provider_already_set_are_heard_while_listening(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tracer provider the tests set (put straight into the API's global here: the public
+    setter works once per process) gets a processor that forwards while ``Canaries`` listen,
+    and only then; a provider that takes no processor leaves spans unwatched."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    tracer = provider.get_tracer("edges")
+    with Canaries() as canaries:
+        assert canaries.spans_watched
+        with tracer.start_as_current_span("inside") as span:
+            span.set_attribute("token", canaries.canary("A"))
+    with tracer.start_as_current_span("after") as span:
+        span.set_attribute("token", canaries.values["A"])
+    assert [leak.where for leak in canaries.leaks] == ["'inside': attributes.token"]
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", object())
+    with Canaries() as unwatched:
+        assert not unwatched.spans_watched
