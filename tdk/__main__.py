@@ -5,6 +5,7 @@
     tdk check tools/weather.py          # load the tools; report every problem of every tool
     tdk schema tools/weather.py         # the definitions as JSON
     tdk schema tools/weather.py --format openai-strict   # ... as a host's tools= takes them
+    tdk schema tools/weather.py --check contract.json    # breaking changes against a snapshot
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
     tdk serve tools/weather.py          # the tools over MCP, on stdio (--http: streamable HTTP)
 
@@ -15,7 +16,8 @@ the top-level module is first on ``sys.path`` while the command runs, as for a s
 module does to the process while imported (a fork, ``os._exit()``, a signal ignored) does not
 change what the command does (``tdk._cli.process``). Exit status: 0 on success, 1 when the toolkit
 cannot be loaded or the call failed, 2 for a usage error (a ``tdk serve --http --host`` that is
-not loopback, without ``--auth`` or ``--allow-unauthenticated``, included).
+not loopback, without ``--auth`` or ``--allow-unauthenticated``, included). ``tdk schema
+--check FILE`` exits 1 for a breaking change too (``tdk._cli.schema_check``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from tdk._cli.auth_options import add_auth_options, auth_refusal
 from tdk._cli.process import can_supervise, import_guard, supervised
+from tdk._cli.schema_check import schema_check
 from tdk._cli.serving import DEFAULT_DEADLINE, host_refusal, serve_command, serving_packages
 from tdk._cli.streams import streams_aside
 from tdk._define.tool import collect_definition_errors
@@ -43,6 +46,7 @@ from tdk._execution.loop import run_in_new_loop
 from tdk._execution.seconds import shown
 from tdk._failures.redact import redact_text
 from tdk.errors import ToolError, ToolkitLoadError
+from tdk.hosts._formats import SCHEMA_FORMATS, host_shapes
 
 __all__ = ["main"]
 
@@ -168,32 +172,13 @@ def _check(toolkit: Toolkit) -> int:
     return 0
 
 
-#: ``tdk schema --format``: each host format, as the ``tools=`` of its API takes it.
-SCHEMA_FORMATS: Final = ("json", "openai", "openai-strict", "responses", "anthropic", "mcp")
-
-
 def _schema(toolkit: Toolkit, form: str) -> tuple[int, list[dict[str, Any]] | None]:
     """The exit status, and the document to print."""
     try:
-        return 0, _shapes(toolkit, form)
+        return 0, host_shapes(toolkit, form)
     except ValueError as exc:  # a tool that cannot be strict
         print(f"tdk schema: {exc}", file=sys.stderr)
         return 1, None
-
-
-def _shapes(toolkit: Toolkit, form: str) -> list[dict[str, Any]]:
-    from tdk.hosts import anthropic, openai
-    from tdk.hosts._mcp_shape import mcp_tool
-
-    if form in ("openai", "openai-strict"):
-        return openai.tools(toolkit, strict=form == "openai-strict")
-    if form == "responses":
-        return openai.tools(toolkit, api="responses")
-    if form == "anthropic":
-        return anthropic.tools(toolkit)
-    if form == "mcp":
-        return [mcp_tool(definition) for definition in toolkit.definitions()]
-    return [d.model_dump(mode="json") for d in toolkit.definitions()]
 
 
 def _run(toolkit: Toolkit, options: argparse.Namespace) -> tuple[int, dict[str, Any] | None]:
@@ -232,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``serve`` may end the process when it is done; see ``tdk._cli.process``)."""
     parser, run, serve = _parser()
     options = parser.parse_args(argv)
+    if options.command == "schema" and options.update and options.check is None:
+        parser.error("tdk schema --update needs --check FILE")  # exits 2
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
     if options.command == "serve":
@@ -278,19 +265,26 @@ def _command(options: argparse.Namespace, missing: str | None, *, process: bool)
     if options.command == "check":
         toolkit = _toolkit_or_report(options.target)
         return 1 if toolkit is None else _check(toolkit)
-    # stdout is one JSON document: what the module prints while it is imported, and the tool
-    # while it runs, goes to stderr.
+    # stdout is one JSON document (or the report of ``--check``): what the module prints while
+    # it is imported, and the tool while it runs, goes to stderr.
+    report: str | None = None
     with streams_aside():
         toolkit = _toolkit_or_report(options.target)
         if toolkit is None:
             return 1
-        document: object
-        if options.command == "schema":
-            status, document = _schema(toolkit, options.format)
+        document: object = None
+        if options.command == "schema" and options.check is not None:
+            status, report = schema_check(
+                toolkit, options.check, update=options.update, form=options.format
+            )
+        elif options.command == "schema":
+            status, document = _schema(toolkit, options.format or "json")
         else:
             status, document = _run(toolkit, options)
     if document is not None:
         print(json.dumps(document, indent=2))
+    if report is not None:
+        print(report)
     return status
 
 
@@ -327,9 +321,18 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
     schema.add_argument(
         "--format",
         choices=SCHEMA_FORMATS,
-        default="json",
+        default=None,
         help="json (the definitions, the default), or a host's tools: openai (chat), "
         "openai-strict, responses, anthropic, mcp",
+    )
+    schema.add_argument(
+        "--check",
+        metavar="FILE",
+        help="compare with the contract snapshot FILE: each change labelled breaking, "
+        "compatible or cosmetic; exit 1 on a breaking change",
+    )
+    schema.add_argument(
+        "--update", action="store_true", help="with --check: write FILE (accepting the changes)"
     )
     run = commands.add_parser("run", help="run one call and print its ToolResult as JSON")
     run.add_argument("target", help=target)

@@ -1,7 +1,8 @@
 """Every read of another library's internals, in one place.
 
 tdk reads a few private names of the libraries it runs on, each to make the path of every
-call cheaper than the public API allows. Each read lives in one module here, one library's
+call cheaper than the public API allows (and one, for the testing kit, to watch spans without
+setting a provider for good). Each read lives in one module here, one library's
 internal per module (so that ``import tdk`` and its core modules never import an extra):
 
 - :mod:`~tdk._compat.running_task`: asyncio's table of the running tasks (Python 3.11);
@@ -10,7 +11,10 @@ internal per module (so that ``import tdk`` and its core modules never import an
 - :mod:`~tdk._compat.httpx_auth`: the auth class httpx wraps a plain callable in;
 - :mod:`~tdk._compat.otel_globals`: where OpenTelemetry's API keeps the providers set, and
   its stand-in meter provider (extra ``otel``: imported on first use only);
-- :mod:`~tdk._compat.frames`: the frame that applied a decorator (``sys._getframe``).
+- :mod:`~tdk._compat.frames`: the frame that applied a decorator (``sys._getframe``);
+- :mod:`~tdk._compat.otel_capture`: OpenTelemetry's global tracer provider, swapped for the
+  length of a ``tdk_secrets`` test (``tdk.testing``; extra ``testing``), and the proxy tracers
+  bound to it.
 
 Every accessor's docstring names the internal it reads, the versions it was checked on, and its
 public fallback: when a new version moves or drops the internal, the accessor answers through

@@ -183,7 +183,7 @@ class Asks:
             return _refused("changed", "The tool changed since the question; call it again.")
         if getattr(context, "user_id", None) != payload["user"]:
             return _refused("other_user", "The resume token belongs to another user.")
-        if sent is not None and _canonical(sent[1]) != _canonical(payload["args"]):
+        if sent is not None and _canonical_arguments(sent[1]) != _canonical_arguments(payload["args"]):
             return _refused("other_call", "The resume token belongs to a call of other arguments.")
         return None
 
@@ -257,7 +257,8 @@ def _plain_arguments(arguments: Arguments) -> dict[str, Any]:
     return plain if isinstance(plain, dict) else {}
 
 
-def _canonical(arguments: Any) -> str:
+def _canonical_arguments(arguments: Any) -> str:
+    """The arguments as one canonical JSON text (sorted keys), or "" for what is not JSON."""
     try:
         return json.dumps(_plain_arguments(arguments), sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):

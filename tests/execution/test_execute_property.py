@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from tdk import Tool, ToolResult, tool
+import tdk.testing
+from tdk import Tool, Toolkit, ToolResult, tool
 from tdk.errors import ErrorInfo, RetryableToolError
 
 
@@ -71,6 +72,14 @@ arguments = (
     | json_values
     | st.text(max_size=40)
 )
+
+
+def test_the_kits_fuzz_finds_no_unknown_kind_echo_or_leak() -> None:
+    """``tdk.testing.fuzz`` over both tools: hostile values drawn from their schemas, every
+    outcome a known kind, no argument echoed in an error, nothing leaked."""
+    report = tdk.testing.fuzz(Toolkit("property", [scalars, structured]), max_examples=150)
+    assert report.examples == 150
+    assert report.kinds["success"] > 0
 
 
 def _check(result: ToolResult) -> None:

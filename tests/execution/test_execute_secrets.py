@@ -33,6 +33,7 @@ from tdk.errors import (
     FatalToolError,
     RetryableToolError,
 )
+from tdk.testing import Canaries
 
 
 class Traced(Exception):
@@ -107,8 +108,10 @@ def test_stacktrace_only_on_request() -> None:
 SECRET = "s3cr3t-planted-value-9876"
 
 
-def test_a_planted_secret_appears_nowhere(caplog: pytest.LogCaptureFixture) -> None:
-    """A context secret planted in every reachable place leaks into no output of the call."""
+def test_a_planted_secret_appears_nowhere(tdk_secrets: Canaries) -> None:
+    """A context secret planted in every reachable place leaks into no output of the call:
+    ``tdk_secrets`` fails the test naming any sink its canary reached (the result, its
+    ``repr``/``str``, every log record at any level, every span)."""
 
     @tool(requires_secrets=["TOKEN"])
     def leaky(context: ToolContext) -> int:
@@ -126,19 +129,11 @@ def test_a_planted_secret_appears_nowhere(caplog: pytest.LogCaptureFixture) -> N
                 details={"url": url, "nested": [{"token": token}]},
             ) from inner
 
-    context = ToolContext(secrets={"TOKEN": SECRET})
-    with caplog.at_level(logging.DEBUG, logger="tdk"):
-        result = run(leaky, {}, context=context, include_stacktrace=True)
+    result = run(leaky, {}, context=tdk_secrets.context(leaky), include_stacktrace=True)
     assert result.kind is ErrorKind.TOOL_RUNTIME_RETRY
-    outputs = [
-        json.dumps(result.to_dict()),
-        repr(result),
-        str(result),
-        caplog.text,
-        json.dumps([getattr(r, "tdk_error", None) for r in caplog.records]),
-    ]
-    for output in outputs:
-        assert SECRET not in output
+    tdk_secrets.check(result, sink="result")
+    tdk_secrets.check(repr(result), sink="repr")
+    tdk_secrets.check(str(result), sink="str")
 
 
 UNKNOWN_KEY = "k-unknown-to-tdk-4242"

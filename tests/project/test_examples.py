@@ -107,3 +107,20 @@ def test_mcp_server_example_shows_what_a_host_sees() -> None:
     ]:
         assert line in done.stdout
     assert "wx-demo-key-0042" not in done.stdout + done.stderr
+
+
+def test_the_testing_kit_example_passes_its_own_tests() -> None:
+    """``examples/testing_kit``: its tests, which use every fixture of tdk.testing, pass when
+    pytest runs them as a user would (a subprocess on the example's folder)."""
+    folder = EXAMPLES[0].parent / "testing_kit"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=folder,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout
+    assert "failed" not in done.stdout

@@ -46,6 +46,7 @@ from tdk.errors import (
     UpstreamValidationError,
 )
 from tdk.runner import InMemoryStore
+from tdk.testing import FakeClock
 
 NO_JITTER = RetryPolicy(max_attempts=5, initial_delay=0.1, multiplier=2.0, jitter=False)
 
@@ -259,13 +260,13 @@ async def test_attempts_are_bounded_by_policy_and_error(
 )
 @in_loop
 async def test_wait_is_the_larger_of_backoff_and_retry_after(
-    policy: RetryPolicy, retry_after_ms: int | None, sleeps: list[float]
+    policy: RetryPolicy, retry_after_ms: int | None, sleeps: list[float], tdk_clock: FakeClock
 ) -> None:
-    """Each wait is ``max(backoff capped at max_delay, retry_after_ms)``."""
+    """Each wait is ``max(backoff capped at max_delay, retry_after_ms)`` (steps of the kit's
+    fake clock)."""
     script = Script(*(server_error(retry_after_ms, max_retry_attempts=9) for _ in range(10)))
-    time = FakeTime()
-    await runner_for(script, time, retry=policy).run("flaky")
-    assert time.sleeps == pytest.approx(sleeps)
+    await tdk_clock.runner(Toolkit("test", [script.tool]), retry=policy).run("flaky")
+    assert tdk_clock.sleeps == pytest.approx(sleeps)
 
 
 @in_loop
@@ -282,11 +283,13 @@ async def test_jitter_draws_between_half_and_all_of_the_backoff() -> None:
 
 
 @in_loop
-async def test_a_wait_past_the_deadline_returns_the_last_error_at_once() -> None:
+async def test_a_wait_past_the_deadline_returns_the_last_error_at_once(
+    tdk_clock: FakeClock,
+) -> None:
     """When the wait would reach the deadline, the runner stops and says why."""
     script = Script(server_error(retry_after_ms=2000))
-    time = FakeTime()
-    runner = runner_for(script, time, retry=NO_JITTER, deadline=1.0)
+    time = tdk_clock
+    runner = tdk_clock.runner(Toolkit("test", [script.tool]), retry=NO_JITTER, deadline=1.0)
     result = await runner.run("flaky")
     assert result.kind == ErrorKind.UPSTREAM_RUNTIME_SERVER_ERROR
     assert result.attempts == 1
