@@ -183,7 +183,9 @@ class Asks:
             return _refused("changed", "The tool changed since the question; call it again.")
         if getattr(context, "user_id", None) != payload["user"]:
             return _refused("other_user", "The resume token belongs to another user.")
-        if sent is not None and _canonical_arguments(sent[1]) != _canonical_arguments(payload["args"]):
+        if sent is not None and _canonical_arguments(sent[1]) != _canonical_arguments(
+            payload["args"]
+        ):
             return _refused("other_call", "The resume token belongs to a call of other arguments.")
         return None
 

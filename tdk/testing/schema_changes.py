@@ -54,7 +54,7 @@ def _shown_value(value: object) -> str:
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
-def _json_key(value: object) -> str:
+def _json_text(value: object) -> str:
     """A JSON value as text that compares equal for equal values (sorted keys)."""
     return json.dumps(value, sort_keys=True)
 
@@ -133,7 +133,7 @@ class _Comparison:
             state = "deprecated" if new.get("deprecated") else "no longer deprecated"
             self.changes.append((COMPATIBLE, f"{self.where(path)} {state}"))
         for word in sorted((set(old) | set(new)) - _HANDLED):
-            if _json_key(old.get(word)) != _json_key(new.get(word)):
+            if _json_text(old.get(word)) != _json_text(new.get(word)):
                 self.changes.append((BREAKING, f"{self.where(path)}: '{word}' changed"))
 
     def branches(
@@ -316,9 +316,9 @@ def _type(schema: Mapping[str, Any]) -> str:
 def _allowed(schema: Mapping[str, Any]) -> frozenset[str] | None:
     """The values ``enum``/``const`` allow (as JSON text), or None when not limited."""
     if "const" in schema:
-        return frozenset({_json_key(schema["const"])})
+        return frozenset({_json_text(schema["const"])})
     values = schema.get("enum")
-    return frozenset(_json_key(value) for value in values) if isinstance(values, list) else None
+    return frozenset(_json_text(value) for value in values) if isinstance(values, list) else None
 
 
 def schema_changes(
