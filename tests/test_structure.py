@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import tdk
+import tdk.errors
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tdk"
@@ -134,11 +135,16 @@ def _graph() -> dict[str, set[str]]:
     }
 
 
-def test_tdk_errors_imports_nothing_of_tdk() -> None:
-    """``tdk.errors`` is the foot of the graph: no import of a tdk module at any depth, not
-    even one for type checkers, and no dynamic import at all."""
-    source = MODULES["tdk.errors"].read_text()
-    assert _imports("tdk.errors", type_checking=True) == set()
+#: The modules of the error taxonomy: the package ``tdk.errors`` and its private modules.
+ERRORS = sorted(name for name in MODULES if name == "tdk.errors" or name.startswith("tdk.errors."))
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_tdk_errors_imports_nothing_of_tdk(name: str) -> None:
+    """``tdk.errors`` is the foot of the graph: its modules import only each other, at any
+    depth, not even another tdk module for type checkers, and nothing dynamically."""
+    source = MODULES[name].read_text()
+    assert _imports(name, type_checking=True) - set(ERRORS) == set()
     assert "import_module" not in source
     assert "__import__" not in source
 
@@ -149,7 +155,15 @@ def test_importing_tdk_errors_loads_no_other_tdk_module() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
-    assert out.stdout.strip() == "['tdk', 'tdk.errors']"
+    assert out.stdout.strip() == str(["tdk", *ERRORS])
+
+
+def test_every_error_class_is_shown_as_tdk_errors_own() -> None:
+    """The private modules of ``tdk.errors`` are how it is written: every public name says it
+    lives in ``tdk.errors`` (reprs, tracebacks, pickles), and is found there by that name."""
+    for name in tdk.errors.__all__:
+        value = getattr(tdk.errors, name)
+        assert (value.__module__, getattr(tdk.errors, value.__qualname__)) == ("tdk.errors", value)
 
 
 #: What a user may do with ``tdk.errors`` alone, in a fresh process, that needs the error
@@ -310,7 +324,7 @@ def test_split_packages_keep_their_size_limits(package: str, kind: str) -> None:
 #: What ``tdk/`` lists besides its package files: the public modules and a few private
 #: packages by concern (docs/architecture.md draws the plan).
 TOP_LEVEL = {
-    "errors.py", "http", "hosts", "runner",  # public
+    "errors", "http", "hosts", "runner",  # public
     "_execution", "_define", "_failures", "_cli", "_compat",  # private, by concern
 }  # fmt: skip
 MAX_TOP_LEVEL = 12

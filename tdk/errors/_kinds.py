@@ -1,0 +1,107 @@
+"""The planner's vocabulary: :class:`ErrorKind` (who failed, when, and what) and
+:class:`ErrorCategory` (what to do about it), and the one table that gives each kind its
+category and its default ``retryable``."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Final
+
+__all__ = ["ErrorCategory", "ErrorKind"]
+
+
+class ErrorCategory(enum.StrEnum):
+    """The planner's view of an error: what to do next (see ``docs/errors.md``)."""
+
+    RATE_LIMIT = "rate_limit"
+    CIRCUIT_OPEN = "circuit_open"
+    BULKHEAD_FULL = "bulkhead_full"
+    TIMEOUT = "timeout"
+    EXECUTION = "execution"
+    CONNECTION = "connection"
+    SERVER_ERROR = "server_error"
+    VALIDATION = "validation"
+    AUTHENTICATION = "authentication"
+    NOT_FOUND = "not_found"
+    CONTEXT_REQUIRED = "context_required"
+    CANCELLED = "cancelled"
+    CONFIGURATION = "configuration"
+
+
+class ErrorKind(enum.StrEnum):
+    """Who failed, when, and what. The value equals the name."""
+
+    TOOLKIT_LOAD_FAILED = "TOOLKIT_LOAD_FAILED"
+    TOOL_DEFINITION_BAD_DEFINITION = "TOOL_DEFINITION_BAD_DEFINITION"
+    TOOL_DEFINITION_BAD_INPUT_SCHEMA = "TOOL_DEFINITION_BAD_INPUT_SCHEMA"
+    TOOL_DEFINITION_BAD_OUTPUT_SCHEMA = "TOOL_DEFINITION_BAD_OUTPUT_SCHEMA"
+    TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
+    TOOL_RUNTIME_BAD_INPUT_VALUE = "TOOL_RUNTIME_BAD_INPUT_VALUE"
+    TOOL_RUNTIME_BAD_OUTPUT_VALUE = "TOOL_RUNTIME_BAD_OUTPUT_VALUE"
+    TOOL_RUNTIME_RETRY = "TOOL_RUNTIME_RETRY"
+    TOOL_RUNTIME_CONTEXT_REQUIRED = "TOOL_RUNTIME_CONTEXT_REQUIRED"
+    TOOL_RUNTIME_FATAL = "TOOL_RUNTIME_FATAL"
+    TOOL_RUNTIME_TIMEOUT = "TOOL_RUNTIME_TIMEOUT"
+    TOOL_RUNTIME_CANCELLED = "TOOL_RUNTIME_CANCELLED"
+    TOOL_RUNTIME_MISSING_REQUIREMENT = "TOOL_RUNTIME_MISSING_REQUIREMENT"
+    TOOL_RUNTIME_RATE_LIMITED = "TOOL_RUNTIME_RATE_LIMITED"
+    TOOL_RUNTIME_CIRCUIT_OPEN = "TOOL_RUNTIME_CIRCUIT_OPEN"
+    TOOL_RUNTIME_BULKHEAD_FULL = "TOOL_RUNTIME_BULKHEAD_FULL"
+    UPSTREAM_RUNTIME_BAD_REQUEST = "UPSTREAM_RUNTIME_BAD_REQUEST"
+    UPSTREAM_RUNTIME_AUTH_ERROR = "UPSTREAM_RUNTIME_AUTH_ERROR"
+    UPSTREAM_RUNTIME_NOT_FOUND = "UPSTREAM_RUNTIME_NOT_FOUND"
+    UPSTREAM_RUNTIME_VALIDATION_ERROR = "UPSTREAM_RUNTIME_VALIDATION_ERROR"
+    UPSTREAM_RUNTIME_RATE_LIMIT = "UPSTREAM_RUNTIME_RATE_LIMIT"
+    UPSTREAM_RUNTIME_SERVER_ERROR = "UPSTREAM_RUNTIME_SERVER_ERROR"
+    UPSTREAM_RUNTIME_UNMAPPED = "UPSTREAM_RUNTIME_UNMAPPED"
+    NETWORK_TRANSPORT_RUNTIME_TIMEOUT = "NETWORK_TRANSPORT_RUNTIME_TIMEOUT"
+    NETWORK_TRANSPORT_RUNTIME_UNREACHABLE = "NETWORK_TRANSPORT_RUNTIME_UNREACHABLE"
+    NETWORK_TRANSPORT_RUNTIME_UNMAPPED = "NETWORK_TRANSPORT_RUNTIME_UNMAPPED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def category(self) -> ErrorCategory:
+        """The one category of this kind."""
+        return _KIND_TABLE[self][0]
+
+    @property
+    def default_retryable(self) -> bool:
+        """Whether errors of this kind are retryable unless an instance says otherwise."""
+        return _KIND_TABLE[self][1]
+
+
+_C = ErrorCategory
+_K = ErrorKind
+#: kind -> (category, retryable by default). ``docs/errors.md`` carries the same table; a
+#: test keeps the two equal.
+_KIND_TABLE: Final[Mapping[ErrorKind, tuple[ErrorCategory, bool]]] = {
+    _K.TOOLKIT_LOAD_FAILED: (_C.CONFIGURATION, False),
+    _K.TOOL_DEFINITION_BAD_DEFINITION: (_C.CONFIGURATION, False),
+    _K.TOOL_DEFINITION_BAD_INPUT_SCHEMA: (_C.CONFIGURATION, False),
+    _K.TOOL_DEFINITION_BAD_OUTPUT_SCHEMA: (_C.CONFIGURATION, False),
+    _K.TOOL_NOT_FOUND: (_C.NOT_FOUND, False),
+    _K.TOOL_RUNTIME_BAD_INPUT_VALUE: (_C.VALIDATION, False),
+    _K.TOOL_RUNTIME_BAD_OUTPUT_VALUE: (_C.EXECUTION, False),
+    _K.TOOL_RUNTIME_RETRY: (_C.EXECUTION, True),
+    _K.TOOL_RUNTIME_CONTEXT_REQUIRED: (_C.CONTEXT_REQUIRED, False),
+    _K.TOOL_RUNTIME_FATAL: (_C.EXECUTION, False),
+    _K.TOOL_RUNTIME_TIMEOUT: (_C.TIMEOUT, True),
+    _K.TOOL_RUNTIME_CANCELLED: (_C.CANCELLED, False),
+    _K.TOOL_RUNTIME_MISSING_REQUIREMENT: (_C.CONFIGURATION, False),
+    _K.TOOL_RUNTIME_RATE_LIMITED: (_C.RATE_LIMIT, True),
+    _K.TOOL_RUNTIME_CIRCUIT_OPEN: (_C.CIRCUIT_OPEN, True),
+    _K.TOOL_RUNTIME_BULKHEAD_FULL: (_C.BULKHEAD_FULL, True),
+    _K.UPSTREAM_RUNTIME_BAD_REQUEST: (_C.VALIDATION, False),
+    _K.UPSTREAM_RUNTIME_AUTH_ERROR: (_C.AUTHENTICATION, False),
+    _K.UPSTREAM_RUNTIME_NOT_FOUND: (_C.NOT_FOUND, False),
+    _K.UPSTREAM_RUNTIME_VALIDATION_ERROR: (_C.VALIDATION, False),
+    _K.UPSTREAM_RUNTIME_RATE_LIMIT: (_C.RATE_LIMIT, True),
+    _K.UPSTREAM_RUNTIME_SERVER_ERROR: (_C.SERVER_ERROR, True),
+    _K.UPSTREAM_RUNTIME_UNMAPPED: (_C.EXECUTION, False),
+    _K.NETWORK_TRANSPORT_RUNTIME_TIMEOUT: (_C.TIMEOUT, True),
+    _K.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE: (_C.CONNECTION, True),
+    _K.NETWORK_TRANSPORT_RUNTIME_UNMAPPED: (_C.CONNECTION, True),
+    _K.UNKNOWN: (_C.EXECUTION, False),
+}
+del _C, _K
