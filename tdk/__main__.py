@@ -328,6 +328,14 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         "openai-strict, responses, anthropic, mcp",
     )
     run = commands.add_parser("run", help="run one call and print its ToolResult as JSON")
+    _add_run_arguments(run, target)
+    serve = commands.add_parser("serve", help="serve the tools over MCP (stdio by default)")
+    _add_serve_arguments(serve, target)
+    return parser, run, serve
+
+
+def _add_run_arguments(run: argparse.ArgumentParser, target: str) -> None:
+    """The arguments of ``tdk run``: the tool, its arguments and secrets, the stack trace."""
     run.add_argument("target", help=target)
     run.add_argument("tool", help="the tool's name (case-insensitive)")
     run.add_argument("arguments", nargs="?", default="{}", help="a JSON object (default {})")
@@ -340,7 +348,11 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         help="a secret for the call (repeatable); a secret the tool requires and not given "
         "here is read from the environment variable of its name",
     )
-    serve = commands.add_parser("serve", help="serve the tools over MCP (stdio by default)")
+
+
+def _add_serve_arguments(serve: argparse.ArgumentParser, target: str) -> None:
+    """The arguments of ``tdk serve``: the transport (stdio, or HTTP at an address that is
+    loopback unless allowed otherwise), and the deadline of a call."""
     serve.add_argument("target", help=target)
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
     serve.add_argument(
@@ -368,7 +380,6 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         "'none': no deadline). A retry that would not fit is not waited for: the model gets "
         "the error, with its retry_after_ms, at once",
     )
-    return parser, run, serve
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m tdk: run in subprocesses by the tests

@@ -242,12 +242,21 @@ def tool(
         open_world=open_world,
     )
     if fn is None:
-
-        def decorate(fn: Callable[_P, _R]) -> Tool[_P, _R]:
-            return _make_tool(fn, options, calling_frame())
-
-        return decorate
+        return _Decorator(options)
     return _make_tool(fn, options, calling_frame())
+
+
+class _Decorator:
+    """What ``@tool(...)`` with options returns: it makes a tool of the function it is
+    applied to, with those options."""
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: ToolOptions) -> None:
+        self.options = options
+
+    def __call__(self, fn: Callable[_P, _R]) -> Tool[_P, _R]:
+        return _make_tool(fn, self.options, calling_frame())
 
 
 def _make_tool(
