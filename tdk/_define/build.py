@@ -89,7 +89,7 @@ def define_tool(
     fn = cast(types.FunctionType, target)  # (a bound method's signature lacks its receiver)
     problems = Problems()
     doc = parse_docstring(fn.__doc__)
-    settings = _checked_options(problems, options, fn, doc)
+    settings = _checked_settings(problems, options, fn, doc)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         problems.add(
             ProblemKind.GENERATOR_FUNCTION,
@@ -128,7 +128,7 @@ class _Settings(NamedTuple):
     annotations: ToolAnnotations
 
 
-def _checked_options(
+def _checked_settings(
     problems: Problems, options: ToolOptions, fn: Callable[..., Any], doc: Doc
 ) -> _Settings:
     """The options given to ``@tool``, each checked (a problem recorded for each wrong one)
