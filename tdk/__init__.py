@@ -1,47 +1,15 @@
 """tdk: a tool-development kit for the functions that LLM agents call.
 
-Public names are re-exported here: the error tree from ``tdk.errors``, which this package
-imports (it imports no other tdk module), and every other name from its module the first time
-it is used. The package also connects ``tdk.errors`` to the error pipeline
-(:mod:`tdk._failures`) that it delegates to, which is loaded on first use: see
-:class:`_PipelineOnFirstUse`.
+Public names are re-exported here, each loaded from its module (``tdk.errors`` for the error
+tree) the first time it is used. The package also connects ``tdk.errors``, which imports no
+other tdk module, to the error pipeline (:mod:`tdk._failures`) that it delegates to: see
+:class:`_Package`.
 """
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
-
-from tdk.errors import (
-    ContextRequiredToolError,
-    ErrorCategory,
-    ErrorInfo,
-    ErrorKind,
-    FatalToolError,
-    NetworkTransportError,
-    RetryableToolError,
-    ToolBulkheadFullError,
-    ToolCancelledError,
-    ToolCircuitOpenError,
-    ToolDefinitionError,
-    ToolError,
-    ToolInputError,
-    ToolInputSchemaError,
-    ToolkitLoadError,
-    ToolNotFoundError,
-    ToolOutputError,
-    ToolOutputSchemaError,
-    ToolRateLimitedError,
-    ToolRequirementError,
-    ToolRuntimeError,
-    ToolTimeoutError,
-    UpstreamAuthError,
-    UpstreamBadRequestError,
-    UpstreamError,
-    UpstreamNotFoundError,
-    UpstreamRateLimitError,
-    UpstreamServerError,
-    UpstreamValidationError,
-    _pipeline,
-)
 
 __version__ = "0.1.0.dev0"
 
@@ -54,6 +22,37 @@ if TYPE_CHECKING:
     from tdk._execution.context import ToolContext
     from tdk._execution.default import DEFAULT, Default
     from tdk._execution.result import ToolResult
+    from tdk.errors import (
+        ContextRequiredToolError,
+        ErrorCategory,
+        ErrorInfo,
+        ErrorKind,
+        FatalToolError,
+        NetworkTransportError,
+        RetryableToolError,
+        ToolBulkheadFullError,
+        ToolCancelledError,
+        ToolCircuitOpenError,
+        ToolDefinitionError,
+        ToolError,
+        ToolInputError,
+        ToolInputSchemaError,
+        ToolkitLoadError,
+        ToolNotFoundError,
+        ToolOutputError,
+        ToolOutputSchemaError,
+        ToolRateLimitedError,
+        ToolRequirementError,
+        ToolRuntimeError,
+        ToolTimeoutError,
+        UpstreamAuthError,
+        UpstreamBadRequestError,
+        UpstreamError,
+        UpstreamNotFoundError,
+        UpstreamRateLimitError,
+        UpstreamServerError,
+        UpstreamValidationError,
+    )
     from tdk.http import (
         araise_for_upstream,
         classify,
@@ -74,8 +73,7 @@ if TYPE_CHECKING:
 
 #: Public name -> the module it lives in, imported on first use: ``import tdk.errors`` (or
 #: ``tdk.http``) loads nothing else of tdk, and neither the runner nor the HTTP hook is loaded
-#: to define or run a tool. Every other name of ``__all__`` is one of ``tdk.errors``, imported
-#: above.
+#: to define or run a tool. Every other name of ``__all__`` is one of ``tdk.errors``.
 _LAZY: dict[str, str] = {
     "ToolCall": "tdk._execution.call",
     "ToolContext": "tdk._execution.context",
@@ -119,7 +117,7 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
+    module = _LAZY.get(name) or ("tdk.errors" if name in __all__ else None)
     if module is None:
         raise AttributeError(f"module 'tdk' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -133,8 +131,7 @@ def __dir__() -> list[str]:
 
 class _PipelineOnFirstUse:
     """What ``tdk.errors`` holds as its error pipeline until it is first used: then loads
-    :mod:`tdk._failures.link`, which puts the pipeline itself in its place. (Loaded then, not
-    now: ``import tdk.errors`` loads no other tdk module.)"""
+    :mod:`tdk._failures.link`, which puts the pipeline itself in its place."""
 
     __slots__ = ()
 
@@ -144,10 +141,19 @@ class _PipelineOnFirstUse:
         return getattr(PIPELINE, name)
 
 
-# ``tdk.errors`` reaches the pipeline through its one slot, filled here, before any import of
-# ``tdk.errors`` (even ``from tdk.errors import ...``, which runs this first) can use it.
-_pipeline.connect(_PipelineOnFirstUse())
-del _pipeline
+class _Package(types.ModuleType):
+    """The type of this module. Python binds every submodule to its package once loaded, and
+    ``tdk.errors`` gets its error pipeline at that moment, however it is imported: ``from
+    tdk.errors import ErrorInfo`` never passes through ``__getattr__`` above. The pipeline is
+    loaded on first use, not then: ``import tdk.errors`` loads no other tdk module."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name == "errors" and isinstance(value, types.ModuleType):
+            value._pipeline.connect(_PipelineOnFirstUse())
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

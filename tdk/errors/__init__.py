@@ -52,10 +52,10 @@ pickles: the modules are how the package is written, not where a name lives.
 What needs more than the error classes (:meth:`ErrorInfo.from_exception` and its mapping
 table, :meth:`ErrorInfo.from_error_string`, :meth:`ErrorInfo.to_log_line`, the cleaning of
 ``details`` a tool put anything in) is done by the error pipeline, :mod:`tdk._failures`, which
-imports this package. The two meet in one slot (``_pipeline``): the ``tdk`` package, which
-imports this one (and runs first, however it is imported: ``from tdk.errors import
-ErrorInfo`` included), fills it with a stand-in that loads the pipeline on first use, and the
-pipeline puts itself there once loaded.
+imports this package. The two meet in one slot (``_pipeline``): the ``tdk`` package fills it the
+moment this package is bound to it, however it is imported (``from tdk.errors import
+ErrorInfo`` included), with a stand-in that loads the pipeline on first use, and the pipeline
+puts itself there once loaded.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 ``tdk.errors`` imports no other tdk module, so it cannot call the pipeline by name: what needs
 more than the error classes (:meth:`ErrorInfo.from_exception` and its mapping table,
 :meth:`ErrorInfo.from_error_string`, :meth:`ErrorInfo.to_log_line`, the cleaning of the
-``details`` a tool put anything in) calls :data:`current` instead. The ``tdk`` package,
-which imports ``tdk.errors``, puts a stand-in there that loads the pipeline on first use; the
-pipeline puts itself there once loaded (:mod:`tdk._failures.link`).
+``details`` a tool put anything in) calls :data:`current` instead. The ``tdk`` package puts a
+stand-in there as it loads ``tdk.errors``, which loads the pipeline on first use; the pipeline
+puts itself there once loaded (:mod:`tdk._failures.link`).
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ class Pipeline(Protocol):
 
 
 class _NotConnected:
-    """The slot before the ``tdk`` package fills it, which it does as it imports
-    ``tdk.errors``, before anything else can use it: seen only by a module loaded outside the
-    package (by file path)."""
+    """The slot before the ``tdk`` package fills it, which it does as soon as ``tdk.errors``
+    is bound to it: seen only by a module loaded outside the package (by file path), or by
+    another thread in the instant between the end of ``tdk.errors``' first import and that."""
 
     def __getattr__(self, name: str) -> NoReturn:
         raise RuntimeError(
