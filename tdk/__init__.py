@@ -158,7 +158,7 @@ class _Package(types.ModuleType):
     def __setattr__(self, name: str, value: object) -> None:
         super().__setattr__(name, value)
         if name == "errors" and isinstance(value, types.ModuleType):
-            value._connect(_PipelineOnFirstUse())
+            value._pipeline.connect(_PipelineOnFirstUse())
 
 
 sys.modules[__name__].__class__ = _Package

@@ -335,6 +335,14 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         "--update", action="store_true", help="with --check: write FILE (accepting the changes)"
     )
     run = commands.add_parser("run", help="run one call and print its ToolResult as JSON")
+    _add_run_arguments(run, target)
+    serve = commands.add_parser("serve", help="serve the tools over MCP (stdio by default)")
+    _add_serve_arguments(serve, target)
+    return parser, run, serve
+
+
+def _add_run_arguments(run: argparse.ArgumentParser, target: str) -> None:
+    """The arguments of ``tdk run``: the tool, its arguments and secrets, the stack trace."""
     run.add_argument("target", help=target)
     run.add_argument("tool", help="the tool's name (case-insensitive)")
     run.add_argument("arguments", nargs="?", default="{}", help="a JSON object (default {})")
@@ -347,7 +355,11 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         help="a secret for the call (repeatable); a secret the tool requires and not given "
         "here is read from the environment variable of its name",
     )
-    serve = commands.add_parser("serve", help="serve the tools over MCP (stdio by default)")
+
+
+def _add_serve_arguments(serve: argparse.ArgumentParser, target: str) -> None:
+    """The arguments of ``tdk serve``: the transport (stdio, or HTTP at an address that is
+    loopback unless allowed otherwise), and the deadline of a call."""
     serve.add_argument("target", help=target)
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
     serve.add_argument(
@@ -376,7 +388,6 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         "the error, with its retry_after_ms, at once",
     )
     add_auth_options(serve)
-    return parser, run, serve
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m tdk: run in subprocesses by the tests

@@ -17,18 +17,20 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, Final, NamedTuple, NoReturn, cast
+from typing import Any, Final, Literal, NamedTuple, NoReturn, cast
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from tdk._define.definition import (
     DEFAULT_ANNOTATIONS,
     NO_REQUIREMENTS,
+    ApprovalRule,
+    ToolAnnotations,
     ToolDefinition,
     ToolRequirements,
     ToolSpec,
 )
-from tdk._define.docstrings import parse_docstring
+from tdk._define.docstrings import Doc, parse_docstring
 from tdk._define.options import (
     MARKS,
     check_approval_option,
@@ -91,16 +93,8 @@ def define_tool(
         _raise_not_a_function(target, tool_type)
     fn = cast(types.FunctionType, target)  # (a bound method's signature lacks its receiver)
     problems = Problems()
-    name = check_name(problems, options.name, fn.__name__)
     doc = parse_docstring(fn.__doc__)
-    description = check_description(problems, options.description, doc)
-    requirements = _requirements(problems, options)
-    timeout = check_timeout(problems, options.timeout)
-    deprecation = check_deprecation(problems, options.deprecated)
-    is_async = inspect.iscoroutinefunction(fn)
-    inline = check_inline(problems, options.inline, is_async, options.timeout)
-    annotations = check_marks(problems, {mark: getattr(options, mark) for mark in MARKS})
-    approval = check_approval_option(problems, options.requires_approval)
+    settings = _checked_settings(problems, options, fn, doc)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         problems.add(
             ProblemKind.GENERATOR_FUNCTION,
@@ -109,36 +103,101 @@ def define_tool(
             "return the complete value, for example a list, instead of yielding parts",
         )
     hints, failures = resolve_hints(fn, localns)
-    inputs = Parameters(problems, name, hints, failures, doc, fn=fn)
+    inputs = Parameters(problems, settings.name, hints, failures, doc, fn=fn)
     signature = inspect.signature(fn)
     inputs.collect(_without_method_receiver(problems, fn, signature))
     model, input_schema = inputs.build_model()
     adapter, output_schema = _output(problems, fn, hints, failures)
     if problems:
-        raise_problems(name, _where(fn), in_signature_order(problems.found, signature.parameters))
+        found = in_signature_order(problems.found, signature.parameters)
+        raise_problems(settings.name, _where(fn), found)
     assert model is not None
     assert input_schema is not None
     assert adapter is not None
     assert output_schema is not None
-    definition = ToolDefinition.model_construct(
+    definition = _definition(settings, input_schema, output_schema)
+    return definition, _spec(definition, settings, inputs, model, adapter)
+
+
+class _Settings(NamedTuple):
+    """The options of ``@tool`` once checked, and what the function says of itself."""
+
+    name: str
+    description: str
+    requirements: ToolRequirements
+    timeout: float | None
+    deprecation: str | None
+    is_async: bool
+    inline: bool
+    annotations: ToolAnnotations
+    approval: ApprovalRule | Literal[True] | None
+    declared_destructive: bool  # (destructive=True given: asks for approval when served)
+
+
+def _checked_settings(
+    problems: Problems, options: ToolOptions, fn: Callable[..., Any], doc: Doc
+) -> _Settings:
+    """The options given to ``@tool``, each checked (a problem recorded for each wrong one)
+    in the order their problems are reported."""
+    name = check_name(problems, options.name, fn.__name__)
+    description = check_description(problems, options.description, doc)
+    requirements = _requirements(problems, options)
+    timeout = check_timeout(problems, options.timeout)
+    deprecation = check_deprecation(problems, options.deprecated)
+    is_async = inspect.iscoroutinefunction(fn)
+    inline = check_inline(problems, options.inline, is_async, options.timeout)
+    annotations = check_marks(problems, {mark: getattr(options, mark) for mark in MARKS})
+    approval = check_approval_option(problems, options.requires_approval)
+    return _Settings(
+        name,
+        description,
+        requirements,
+        timeout,
+        deprecation,
+        is_async,
+        inline,
+        annotations,
+        approval,
+        options.destructive is True,
+    )
+
+
+def _definition(
+    settings: _Settings, input_schema: dict[str, Any], output_schema: dict[str, Any]
+) -> ToolDefinition:
+    """The public definition of a tool whose every check passed."""
+    annotations = settings.annotations
+    return ToolDefinition.model_construct(
         _DEFINITION_FIELDS,
-        name=name,
-        description=description,
+        name=settings.name,
+        description=settings.description,
         input_schema=input_schema,
         output_schema=output_schema,
-        requirements=requirements,
+        requirements=settings.requirements,
         annotations=annotations if annotations != DEFAULT_ANNOTATIONS else DEFAULT_ANNOTATIONS,
-        deprecation_message=deprecation,
+        deprecation_message=settings.deprecation,
         toolkit=None,
     )
-    spec = ToolSpec(
+
+
+def _spec(
+    definition: ToolDefinition,
+    settings: _Settings,
+    inputs: Parameters,
+    model: type[BaseModel],
+    adapter: TypeAdapter[Any],
+) -> ToolSpec:
+    """What execution reads on every call of the tool ``definition`` describes: its models
+    and the facts about it that each call would otherwise work out again."""
+    output_schema = definition.output_schema
+    return ToolSpec(
         input_model=model,
         output_adapter=adapter,
         context_parameter=inputs.context_parameter,
-        is_async=is_async,
-        inline=inline,
-        requirements=requirements,
-        timeout=timeout,
+        is_async=settings.is_async,
+        inline=settings.inline,
+        requirements=definition.requirements,
+        timeout=settings.timeout,
         renames=_renames(inputs.advertised),
         field_parameters=tuple(inputs.field_parameters),
         null_defaults=frozenset(inputs.null_defaults),
@@ -146,11 +205,10 @@ def define_tool(
         output_numbers=(
             may_hold_numbers(output_schema) or core_may_hold_numbers(adapter.core_schema)
         ),
-        writes=not annotations.repeatable,
-        approval=approval,
-        declared_destructive=options.destructive is True,
+        writes=not definition.annotations.repeatable,
+        approval=settings.approval,
+        declared_destructive=settings.declared_destructive,
     )
-    return definition, spec
 
 
 def _requirements(problems: Problems, options: ToolOptions) -> ToolRequirements:

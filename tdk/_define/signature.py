@@ -178,6 +178,42 @@ def _is_context(hint: Any) -> bool:
     return isinstance(hint, type) and issubclass(hint, ToolContext)
 
 
+class _Declared(NamedTuple):
+    """What a parameter declares, as written (not yet checked): its type, the strings of its
+    ``Annotated`` (a new name, a description), its other metadata and pydantic ``Field``s
+    among them, its own default (``parameter.empty`` when that is a ``Field``), and the
+    default and the description that all of these give."""
+
+    base: Any
+    strings: list[str]
+    kept: list[Any]
+    infos: list[FieldInfo]
+    default: Any
+    default_value: Any
+    description: str | None
+
+
+def _declared(parameter: inspect.Parameter, hint: Any) -> _Declared:
+    """Read what ``parameter``, of type ``hint``, declares."""
+    base, metadata = hint, cast(tuple[Any, ...], ())
+    if get_origin(hint) is Annotated:
+        base, metadata = hint.__origin__, hint.__metadata__
+    strings = [item for item in metadata if isinstance(item, str)]
+    kept = [item for item in metadata if not isinstance(item, str)]
+    default: Any = parameter.default
+    if isinstance(default, FieldInfo):  # ``x: int = Field(3, description=...)``
+        kept.append(default)
+        default = parameter.empty
+    infos = [item for item in kept if isinstance(item, FieldInfo)]
+    description = strings[-1] if strings else None
+    default_value = default  # the plain default, or ``parameter.empty``
+    for info in infos:
+        description = description or info.description
+        if info.default is not PydanticUndefined:
+            default_value = info.default
+    return _Declared(base, strings, kept, infos, default, default_value, description)
+
+
 class Parameters:
     """The parameters of one function: problems, fields of the input model, and names."""
 
@@ -299,38 +335,43 @@ class Parameters:
         self._field(parameter, hint)
 
     def _field(self, parameter: inspect.Parameter, hint: Any) -> None:
-        add, name = self.problems.add, parameter.name
-        base, metadata = hint, cast(tuple[Any, ...], ())
-        if get_origin(hint) is Annotated:
-            base, metadata = hint.__origin__, hint.__metadata__
-        strings = [item for item in metadata if isinstance(item, str)]
-        kept = [item for item in metadata if not isinstance(item, str)]
-        default: Any = parameter.default
-        if isinstance(default, FieldInfo):  # ``x: int = Field(3, description=...)``
-            kept.append(default)
-            default = parameter.empty
-        infos = [item for item in kept if isinstance(item, FieldInfo)]
+        """Check what one parameter declares and, when it holds, add its field to the model."""
+        name = parameter.name
+        declared = _declared(parameter, hint)
+        ok = self._check_strings(name, declared.strings)
+        advertised = self._advertised_name(name, declared.strings, declared.infos)
+        factory, factory_ok = self._factory(name, declared.infos)
+        description = (declared.description or "").strip() or self.doc.params.get(name, "")
+        if not description:
+            # Still built into the model below, so that its type and default are checked too:
+            # every problem of the parameter is reported at once.
+            self._missing_description(name)
+        if ok and factory_ok and advertised is not None:
+            self._add_field(parameter, declared, advertised, description, factory)
 
-        ok = True
-        if len(strings) > 2:
-            add(
-                ProblemKind.TOO_MANY_ANNOTATED_STRINGS,
-                name,
-                f"parameter '{name}' has {len(strings)} strings in Annotated[...], which takes "
-                "at most two: a new name and a description",
-                'use Annotated[T, "description"] or Annotated[T, "new_name", "description"]',
-            )
-            ok = False
-        advertised = self._advertised_name(name, strings, infos)
-        description = strings[-1] if strings else None
-        default_value = default  # the plain default, or ``parameter.empty``
+    def _check_strings(self, name: str, strings: list[str]) -> bool:
+        """Whether ``Annotated`` holds at most two strings (a new name, a description)."""
+        if len(strings) <= 2:
+            return True
+        self.problems.add(
+            ProblemKind.TOO_MANY_ANNOTATED_STRINGS,
+            name,
+            f"parameter '{name}' has {len(strings)} strings in Annotated[...], which takes "
+            "at most two: a new name and a description",
+            'use Annotated[T, "description"] or Annotated[T, "new_name", "description"]',
+        )
+        return False
+
+    def _factory(self, name: str, infos: list[FieldInfo]) -> tuple[Any, bool]:
+        """The ``default_factory`` of the parameter's ``Field``s (the last one given), and
+        whether every one given was callable."""
         factory: Any = None
+        ok = True
         for info in infos:
-            description = description or info.description
             if info.default_factory is not None:
                 factory = info.default_factory
             if factory is not None and not callable(factory):
-                add(
+                self.problems.add(
                     ProblemKind.INVALID_DEFAULT_FACTORY,
                     name,
                     f"the default_factory of parameter '{name}' is {quote(factory)}, which "
@@ -338,15 +379,20 @@ class Parameters:
                     "pass a function, e.g. Field(default_factory=list)",
                 )
                 ok = False
-            if info.default is not PydanticUndefined:
-                default_value = info.default
-        description = (description or "").strip() or self.doc.params.get(name, "")
-        if not description:
-            # Still built into the model below, so that its type and default are checked too:
-            # every problem of the parameter is reported at once.
-            self._missing_description(name)
-        if not ok or advertised is None:
-            return
+        return factory, ok
+
+    def _add_field(
+        self,
+        parameter: inspect.Parameter,
+        declared: _Declared,
+        advertised: str,
+        description: str,
+        factory: Any,
+    ) -> None:
+        """Add the field of a parameter whose declaration holds, under the name the model
+        advertises; note its default, its renaming and a default that is not None."""
+        name, base, kept = parameter.name, declared.base, declared.kept
+        default_value = declared.default_value
         if default_value is not parameter.empty:
             self.defaults[advertised] = default_value
         field_name = model_field_name(name, self.taken)
@@ -355,7 +401,8 @@ class Parameters:
         options: dict[str, Any] = {"description": description}
         if advertised != field_name:  # only renamed fields carry an alias (it costs memory)
             options["alias"] = advertised
-        ours = Field(**options) if default is parameter.empty else Field(default, **options)
+        own = declared.default
+        ours = Field(**options) if own is parameter.empty else Field(own, **options)
         given = default_value is not parameter.empty or factory is not None
         # (a default of None for a type without None is reported by the check of defaults)
         if given and default_value is not None and not accepts_none(base):

@@ -209,33 +209,24 @@ def tool(
 
     Use it bare (``@tool``) or with options (``@tool(name=..., ...)``):
 
-    - ``name``: the name the model calls (default: the function's name);
-    - ``description``: what the tool does (default: the docstring without its parameter
-      section);
-    - ``requires_secrets`` / ``requires_metadata``: names that must be in the
-      :class:`~tdk.ToolContext` before the tool runs;
-    - ``requires_scopes``: OAuth scopes the caller must hold (``ToolContext.scopes``, from
-      the verified token of ``tdk serve --http --auth``): a caller without them does not see
-      the tool over MCP, and a call is refused (``docs/auth.md``);
-    - ``timeout``: the tool's own time limit in seconds;
-    - ``deprecated``: a message saying what to use instead;
-    - ``inline``: run a sync tool on the event loop itself, without the thread hop (only for
-      trivial tools that never block: nothing can interrupt them, so ``timeout`` is refused);
-    - ``read_only``, ``idempotent``, ``destructive``, ``open_world``: what calling the tool
-      does (:class:`~tdk.ToolAnnotations`, MCP's meanings and defaults; ``idempotent`` and
-      ``destructive`` follow ``read_only`` unless given). The runner retries a tool that is
-      neither read-only nor idempotent only where the upstream certainly did not act.
-    - ``requires_approval``: ``True``, or a function of the arguments (a dict) and the
-      context returning whether this call needs approval: before the body runs, the user is
-      asked to confirm the call (a :class:`~tdk.Confirm` under the key ``approval``, showing
-      the tool and its arguments, secrets redacted; ``docs/asks.md``).
+    - ``name``, ``description``: what the model sees (default: the function's name, and its
+      docstring without the parameter section);
+    - ``requires_secrets``, ``requires_metadata``, ``requires_scopes``: what the
+      :class:`~tdk.ToolContext` must hold before the tool runs (scopes: the caller's OAuth
+      scopes; over MCP a caller without them does not see the tool: ``docs/auth.md``);
+    - ``timeout``: the tool's own time limit in seconds; ``deprecated``: what to use instead;
+    - ``inline``: run a trivial sync tool on the event loop, without the thread hop (nothing
+      can interrupt it, so ``timeout`` is refused);
+    - ``read_only``, ``idempotent``, ``destructive``, ``open_world``: what calling it does
+      (:class:`~tdk.ToolAnnotations`, MCP's meanings and defaults). The runner retries a tool
+      that is neither read-only nor idempotent only where the upstream certainly did not act;
+    - ``requires_approval``: ``True``, or a function of the arguments (a dict) and the context
+      saying whether this call needs the user's confirmation (a :class:`~tdk.Confirm` under
+      the key ``approval``, arguments shown with secrets redacted) before the body runs.
 
-    ``fn`` is a function, a bound method (``tool(client.search)``: the tool calls the method
-    on that object) or a staticmethod; a method decorated in its class body (its ``self``
-    is not an argument a model can send) is a definition problem that says so.
-
-    Raises :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing
-    every problem of the definition; see ``docs/definitions.md`` and ``docs/problems.md``.
+    ``fn``: a function, a bound method (``tool(client.search)``) or a staticmethod. Raises
+    :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing every
+    problem of the definition at once (``docs/definitions.md``, ``docs/problems.md``).
 
     .. versionadded:: 0.1.0
     """
@@ -255,12 +246,21 @@ def tool(
         requires_approval=requires_approval,
     )
     if fn is None:
-
-        def decorate(fn: Callable[_P, _R]) -> Tool[_P, _R]:
-            return _make_tool(fn, options, calling_frame())
-
-        return decorate
+        return _Decorator(options)
     return _make_tool(fn, options, calling_frame())
+
+
+class _Decorator:
+    """What ``@tool(...)`` with options returns: it makes a tool of the function it is
+    applied to, with those options."""
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: ToolOptions) -> None:
+        self.options = options
+
+    def __call__(self, fn: Callable[_P, _R]) -> Tool[_P, _R]:
+        return _make_tool(fn, self.options, calling_frame())
 
 
 def _make_tool(

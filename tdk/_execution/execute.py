@@ -28,6 +28,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import Token
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -94,90 +95,63 @@ async def execute(
     :func:`_wait_for`. A runner passes ``attempt=(n, of)`` (logged) and ``exchanges``, its
     record of the attempt's requests (:mod:`.exchanges`): it judges a failure itself."""
     start = perf_counter()
-    if (call_id is not None and type(call_id) is not str) or (
-        timeout is not DEFAULT
-        and timeout is not None
-        and (type(timeout) is not float or not 0.0 < timeout < math.inf)
-    ):
-        timeout = _checked_options(call_id, timeout)
+    limit = _time_limit(spec, call_id, timeout)
+    task = TASK_OF(_running_loop())  # (without a Python frame: tdk._compat.running_task)
+    cancelling = task.cancelling() if task is not None else 0  # requests made before this call
     secrets = () if context is None else secrets_of(context)
     ambient = call_secrets(secrets) if secrets else None  # (scrubbed from all it redacts)
     watched = exchanges or (Exchanges() if spec.writes and NOTING.on else None)  # a write's own
-    watching = None if watched is None else (watch(watched), watched)
+    watching = None if watched is None else watch(watched)
+    kwargs: dict[str, Any] | ErrorInfo | None = None  # (None: the body has not started)
+    job: Job | None = None
     try:
-        attempts = 0
-        job: Job | None = None
-        task = TASK_OF(_running_loop())  # (without a Python frame: tdk._compat.running_task)
-        cancelling = task.cancelling() if task is not None else 0  # requests made before this call
-        try:
-            if spec.requirements.needed:
-                _check_requirements(spec, context)
-            validated = _validated(spec, name, arguments, secrets, context)
-            if type(validated) is ErrorInfo:
-                return failed(name, validated, call_id, 0, start, secrets=secrets, attempt=attempt)
-            kwargs = validated.__dict__ if spec.plain else spec.arguments(validated, context)
-            attempts = 1
-            if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
-                value = fn(**kwargs)
-            elif spec.is_async:
-                limit = spec.timeout if timeout is DEFAULT else timeout
-                value = await (
-                    fn(**kwargs) if limit is None else await_coroutine(fn(**kwargs), limit)
-                )
-            else:
-                job = run_in_worker(fn, kwargs)
-                await _wait_for(job, spec.timeout if timeout is DEFAULT else timeout, lingering)
-                value = job.outcome()  # here: a StopIteration must not cross a coroutine's end
-            output = _checked_output(spec, value)
-        except _ALWAYS_PROPAGATE:
-            raise
-        except BaseException as exc:
-            if task is not None and task.cancelling() > cancelling:
-                _raise_if_cancelling(exc)  # the caller is being cancelled: never swallow that
-            return failure_result(  # (in here: leaving it unbinds exc, no reference cycle)
-                name,
-                exc,
-                call_id=call_id,
-                context=context,
-                attempts=0 if job is not None and job.state is DROPPED else attempts,
-                started=start,
-                include_stacktrace=include_stacktrace,
-                attempt=attempt,
-                writes=watched or NOTHING_NOTED if spec.writes and exchanges is None else None,
-            )
+        kwargs = _kwargs(spec, name, arguments, context, secrets)
+        if not isinstance(kwargs, dict):  # (an ErrorInfo: why the arguments do not validate)
+            return failed(name, kwargs, call_id, 0, start, secrets=secrets, attempt=attempt)
+        if spec.inline:  # trivial sync tool: no thread hop, and no time limit can apply
+            value = fn(**kwargs)
+        elif spec.is_async:
+            value = await (fn(**kwargs) if limit is None else await_coroutine(fn(**kwargs), limit))
+        else:
+            job = run_in_worker(fn, kwargs)
+            await _wait_for(job, limit, lingering)
+            value = job.outcome()  # here: a StopIteration must not cross a coroutine's end
         if _RELIABLE_CANCELLING and task is not None and task.cancelling() > cancelling:
-            # The body swallowed its caller's cancellation (tested on Python 3.13 and up).
-            raise asyncio.CancelledError  # pragma: no cover
-        return new_result(name, call_id, output, None, attempts, started=start)
+            raise asyncio.CancelledError  # pragma: no cover (the body swallowed it: 3.13 and up)
+        return _result_of(spec, value, name, call_id, start)
+    except BaseException as exc:
+        _raise_unless_a_failure(exc, task, cancelling)
+        return failure_result(  # (in here: leaving it unbinds exc, no reference cycle)
+            name,
+            exc,
+            call_id=call_id,
+            context=context,
+            attempts=0 if kwargs is None or (job is not None and job.state is DROPPED) else 1,
+            started=start,
+            include_stacktrace=include_stacktrace,
+            attempt=attempt,
+            writes=watched or NOTHING_NOTED if spec.writes and exchanges is None else None,
+        )
     finally:
-        if ambient is not None:
-            end_call_secrets(ambient)
-        if watching is not None:
-            unwatch(*watching)
+        if ambient is not None or watching is not None:
+            _end_scope(ambient, watching, watched)
 
 
-def _validated(
+def _kwargs(
     spec: ToolSpec,
     name: str,
     arguments: Arguments,
-    secrets: tuple[str, ...],
     context: ToolContext | None,
-) -> BaseModel | ErrorInfo:
-    """The arguments validated by the tool's input model, or the error saying why not; for
-    a call that needs the user's approval, once it has it (else the pending or declined
-    error is raised: the body does not run, see :mod:`tdk._execution.approval`)."""
-    validated = _validated_arguments(spec, name, arguments, secrets)
-    if type(validated) is not ErrorInfo and (
-        spec.approval is not None or getattr(context, "_asks", None) is not None
-    ):
-        check_approval(spec, name, validated, context, secrets)
-    return validated
-
-
-def _validated_arguments(
-    spec: ToolSpec, name: str, arguments: Arguments, secrets: tuple[str, ...]
-) -> BaseModel | ErrorInfo:
-    """The arguments validated by the tool's input model, or the error saying why not."""
+    secrets: tuple[str, ...],
+) -> dict[str, Any] | ErrorInfo:
+    """The keyword arguments of the call, validated by the tool's input model, or the error
+    saying why the arguments do not validate; raises
+    :class:`~tdk.errors.ToolRequirementError` first if a secret, metadata value or scope the
+    tool requires is missing from ``context``. A call that needs the user's approval gets its
+    arguments once it has it (else the pending or declined error is raised: the body does not
+    run, see :mod:`tdk._execution.approval`)."""
+    if spec.requirements.needed:
+        _check_requirements(spec, context)
     unlisted = 0
     try:
         if type(arguments) is dict:  # a plain dict, as models send: straight to the validator
@@ -186,27 +160,50 @@ def _validated_arguments(
             validated: BaseModel = spec.input_model.__pydantic_validator__.validate_python(
                 arguments
             )
-            return validated
-        return validate_arguments(spec.input_model, arguments)
+        else:
+            validated = validate_arguments(spec.input_model, arguments)
     except ValidationError as invalid:
-        found = invalid.errors(include_url=False, include_input=False)
+        retried = _revalidated(invalid, spec, name, arguments, secrets, unlisted=unlisted)
+        if type(retried) is ErrorInfo:
+            return retried
+        validated = retried
     except Exception as unreadable:  # a mapping whose items cannot be read...
         return unreadable_arguments(unreadable, spec, name)
+    if spec.approval is not None or getattr(context, "_asks", None) is not None:
+        check_approval(spec, name, validated, context, secrets)
+    return validated.__dict__ if spec.plain else spec.arguments(validated, context)
+
+
+def _revalidated(
+    invalid: ValidationError,
+    spec: ToolSpec,
+    name: str,
+    arguments: Arguments,
+    secrets: tuple[str, ...],
+    *,
+    unlisted: int,
+) -> BaseModel | ErrorInfo:
+    """Arguments that did not validate (``invalid``): validated again with the defaults of
+    the parameters sent as null where a null may have meant "not given", else the error
+    saying why they do not validate (``unlisted``: unknown keys cut before validation)."""
+    found = invalid.errors(include_url=False, include_input=False)
     names = spec.null_defaults
     if names and null_failed(names, found):
         try:  # a null may have meant "not given"
             return validate_with_null_defaults(spec.input_model, names, arguments)
-        except ValidationError as invalid:
-            found = invalid.errors(include_url=False, include_input=False)
+        except ValidationError as again:
+            found = again.errors(include_url=False, include_input=False)
         except Exception as unreadable:  # (read again: it may fail this time)
             return unreadable_arguments(unreadable, spec, name)
     return invalid_arguments(found, spec, name, secrets, unlisted)
 
 
-def _checked_output(spec: ToolSpec, value: object) -> Any:
-    """The return value validated by the return annotation and serialised as JSON data (by
-    alias, as the output schema names fields), or a :class:`~tdk.errors.ToolOutputError` (a
-    mismatch, or a value JSON cannot carry)."""
+def _result_of(
+    spec: ToolSpec, value: object, name: str, call_id: str | None, start: float
+) -> ToolResult:
+    """The result of a call whose body returned ``value``: the value validated by the return
+    annotation and serialised as JSON data (by alias, as the output schema names fields), or
+    a :class:`~tdk.errors.ToolOutputError` (a mismatch, or a value JSON cannot carry)."""
     adapter = spec.output_adapter
     try:
         output = adapter.serializer.to_python(
@@ -226,7 +223,7 @@ def _checked_output(spec: ToolSpec, value: object) -> Any:
                 _check_numbers(output)
     except Exception as mismatch:
         raise _output_error(mismatch) from None
-    return output
+    return new_result(name, call_id, output, None, 1, started=start)
 
 
 #: Whether a pending cancellation request of the caller can be told from the count alone. On
@@ -234,6 +231,31 @@ def _checked_output(spec: ToolSpec, value: object) -> Any:
 #: (gh-116720), so only a cancellation seen on its way (an exception) is trusted there; from
 #: 3.13 on, a body that swallowed its caller's cancellation is caught too.
 _RELIABLE_CANCELLING: Final = sys.version_info >= (3, 13)
+
+
+def _raise_unless_a_failure(
+    exc: BaseException, task: asyncio.Task[Any] | None, cancelling: int
+) -> None:
+    """Re-raise what is not the call's failure: ``KeyboardInterrupt`` and ``SystemExit``, and
+    the caller's cancellation while it is being cancelled (``task`` counts more requests to
+    cancel than ``cancelling``, its count when the call began)."""
+    if isinstance(exc, _ALWAYS_PROPAGATE):
+        raise exc
+    if task is not None and task.cancelling() > cancelling:
+        _raise_if_cancelling(exc)  # the caller is being cancelled: never swallow that
+
+
+def _end_scope(
+    ambient: Token[tuple[str, ...]] | None,
+    watching: Token[Exchanges | None] | None,
+    watched: Exchanges | None,
+) -> None:
+    """End what a call began around its body: its secrets made ambient (``ambient``), and the
+    watch of its requests (``watching``, noted in ``watched``)."""
+    if ambient is not None:
+        end_call_secrets(ambient)
+    if watching is not None and watched is not None:
+        unwatch(watching, watched)
 
 
 def _raise_if_cancelling(exc: BaseException) -> None:
@@ -259,10 +281,16 @@ async def _wait_for(job: Job, limit: float | None, lingering: list[Job] | None) 
                 lingering.append(job)
 
 
-def _checked_options(call_id: object, timeout: object) -> float | Default | None:
-    """``timeout`` checked as seconds (None and DEFAULT as they are), after ``call_id``."""
-    check_call_id(call_id)
-    return timeout if timeout is None or timeout is DEFAULT else checked_seconds(timeout)
+def _time_limit(spec: ToolSpec, call_id: object, timeout: object) -> float | None:
+    """The call's time limit in seconds (None: none), ``timeout`` or, for ``DEFAULT``, the
+    tool's own; a ``TypeError`` or ``ValueError`` for a wrong ``call_id`` or ``timeout``."""
+    if call_id is not None and type(call_id) is not str:
+        check_call_id(call_id)
+    if timeout is DEFAULT:
+        return spec.timeout
+    if timeout is None or (type(timeout) is float and 0.0 < timeout < math.inf):
+        return timeout
+    return checked_seconds(timeout)
 
 
 def checked_seconds(timeout: object) -> float:

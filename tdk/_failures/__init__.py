@@ -27,7 +27,9 @@ and redacted -> ``ErrorInfo``. The modules, and what each uses (dotted: loaded o
 - :mod:`~tdk._failures.hidden`: the characters no text tdk shows may carry raw.
 - :mod:`~tdk._failures.link`: hands ``tdk.errors`` what it delegates to this package.
 - :mod:`~tdk._failures.redact`: the one place that knows what a secret looks like; every
-  text above, and every log line of tdk, goes through it.
+  text above, and every log line of tdk, goes through it. A package by layer (exact values,
+  credentials by position, token shapes; the names of credentials; texts and URLs) whose
+  modules import only each other: :mod:`tdk.http` uses it without the rest.
 - :mod:`~tdk._failures.records`: results and errors made from values already checked,
   without validating them again.
 

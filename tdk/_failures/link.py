@@ -8,16 +8,16 @@ slot with a stand-in that imports this module on first use; importing it puts
 
 from __future__ import annotations
 
-from tdk import errors
 from tdk._failures.details import clean_details
 from tdk._failures.info import error_info_from_exception, error_info_from_text
 from tdk._failures.log_line import format_log_line
+from tdk.errors import _pipeline
 
 __all__ = ["PIPELINE"]
 
 
 class _Pipeline:
-    """The pipeline as ``tdk.errors`` calls it (its ``_Pipeline`` protocol)."""
+    """The pipeline as ``tdk.errors`` calls it (:class:`tdk.errors._pipeline.Pipeline`)."""
 
     __slots__ = ()
 
@@ -30,4 +30,4 @@ class _Pipeline:
 PIPELINE = _Pipeline()
 """The one pipeline, in ``tdk.errors``' slot from the moment this module is loaded."""
 
-errors._connect(PIPELINE)
+_pipeline.connect(PIPELINE)

@@ -230,21 +230,8 @@ def _classified(
     quota = cls is UpstreamRateLimitError and _out_of_quota(parsed)
 
     header_hint = header_retry_ms(headers, clock)
-    hint = header_hint
-    if hint is None and state.wait_ms is not None:
-        hint = (state.wait_ms, "ratelimit-reset")
-    if hint is None:
-        hint = body_retry_ms(parsed.payload)
-    retry_after_ms, source = hint if hint is not None else (None, None)
-
-    retryable: bool | None = None
-    if quota:
-        retryable = False
-    elif status == 413 and header_hint is not None:
-        retryable = True  # RFC 9110 section 15.5.14: the condition is temporary
-    verdict = _verdict(headers)
-    if verdict is not None:
-        retryable = verdict
+    retry_after_ms, source = _wait(header_hint, state, parsed)
+    retryable = _said_retryable(status, headers, quota=quota, header_hint=header_hint)
 
     known = [*request_secrets(request), *secrets]
     details = _details(request, status, parsed=parsed, headers=headers, state=state, secrets=known)
@@ -274,6 +261,41 @@ def _classified(
         developer_message=developer,
         details=details,
     )
+
+
+def _wait(
+    header_hint: tuple[int, str] | None, state: RateLimitState, parsed: UpstreamBody
+) -> tuple[int | None, str | None]:
+    """How long to wait before a retry, in milliseconds, and which part of the response says
+    so: a retry header, else the reset of an exhausted rate limit, else the body; (None, None)
+    when none does."""
+    hint = header_hint
+    if hint is None and state.wait_ms is not None:
+        hint = (state.wait_ms, "ratelimit-reset")
+    if hint is None:
+        hint = body_retry_ms(parsed.payload)
+    return hint if hint is not None else (None, None)
+
+
+def _said_retryable(
+    status: int,
+    headers: Mapping[str, str],
+    *,
+    quota: bool,
+    header_hint: tuple[int, str] | None,
+) -> bool | None:
+    """Whether the response says a retry may succeed: not for a quota used up, yes for a 413
+    that says when to retry, and as an ``x-should-retry`` header says, which wins; None when
+    it says nothing (the class's default applies)."""
+    retryable: bool | None = None
+    if quota:
+        retryable = False
+    elif status == 413 and header_hint is not None:
+        retryable = True  # RFC 9110 section 15.5.14: the condition is temporary
+    verdict = _verdict(headers)
+    if verdict is not None:
+        retryable = verdict
+    return retryable
 
 
 def complete_body_check_error(error: object, response: httpx.Response) -> UpstreamError:

@@ -15,22 +15,24 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tdk._failures.redact import (
-    _HEADER_VALUE,
-    _QUERY_VALUE,
     REDACTED,
     SECRET_HEADER_NAMES,
     SECRET_QUERY_NAMES,
-    _assignment_spans,
-    _replace,
-    _value_end,
     credential_key,
     credential_parameter,
 )
+from tdk._failures.redact.positions import (
+    _HEADER_VALUE,
+    _QUERY_VALUE,
+    _value_end,
+    assignment_spans,
+)
+from tdk._failures.redact.spans import replace_spans
 
 
 def _scrub_assignments(text: str) -> str:
-    spans = _assignment_spans(text, [])
-    return _replace(text, spans) if spans else text
+    spans = assignment_spans(text, [])
+    return replace_spans(text, spans) if spans else text
 
 
 _ASSIGNMENT = re.compile(
