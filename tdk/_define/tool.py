@@ -215,8 +215,7 @@ def tool(
       :class:`~tdk.ToolContext` must hold before the tool runs (scopes: the caller's OAuth
       scopes; over MCP a caller without them does not see the tool: ``docs/auth.md``);
     - ``timeout``: the tool's own time limit in seconds; ``deprecated``: what to use instead;
-    - ``inline``: run a trivial sync tool on the event loop, without the thread hop (nothing
-      can interrupt it, so ``timeout`` is refused);
+    - ``inline``: run a trivial sync tool on the event loop, no thread hop (``timeout`` refused);
     - ``read_only``, ``idempotent``, ``destructive``, ``open_world``: what calling it does
       (:class:`~tdk.ToolAnnotations`, MCP's meanings and defaults). The runner retries a tool
       that is neither read-only nor idempotent only where the upstream certainly did not act;
