@@ -115,7 +115,7 @@ def context_maker(context: ContextSource) -> ContextMaker:
             f"{type(context).__name__}"
         )
     if _takes_the_request(context):
-        return _made(context)
+        return _made_with_request(context)
     return _made_without_request(context)
 
 
@@ -133,7 +133,7 @@ def _given(context: ToolContext | None) -> ContextMaker:
     return make
 
 
-def _made(function: Callable[..., Any]) -> ContextMaker:
+def _made_with_request(function: Callable[..., Any]) -> ContextMaker:
     async def make(request: ServerRequestContext[Any, Any]) -> ToolContext | None:
         return await _checked(function(request_record(request)))
 

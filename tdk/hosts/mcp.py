@@ -68,6 +68,7 @@ from tdk.errors import FatalToolError
 from tdk.hosts._mcp_answer import answer
 from tdk.hosts._mcp_http import serve_http
 from tdk.hosts._mcp_load import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNREAD, Load
+from tdk.hosts._mcp_progress import with_progress
 from tdk.hosts._mcp_request import (
     CallRequest,
     ClientInfo,
@@ -215,8 +216,9 @@ class _Calls:
             load.running += 1
             try:
                 each = await self.context(request)
-                return await self.runner.run(
-                    params.name, params.arguments, context=each, call_id=call_id
+                return await with_progress(
+                    request,
+                    self.runner.run(params.name, params.arguments, context=each, call_id=call_id),
                 )
             except (SystemExit, KeyboardInterrupt) as stopped:
                 # A tool body that exits (argparse on the model's input): the call's answer,
