@@ -310,6 +310,12 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
     )
     serve = commands.add_parser("serve", help="serve the tools over MCP (stdio by default)")
     serve.add_argument("target", help=target)
+    _serve_options(serve)
+    return parser, run, serve
+
+
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    """The options of ``tdk serve``, but its target."""
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
     serve.add_argument(
         "--host",
@@ -337,7 +343,6 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         "the error, with its retry_after_ms, at once. Not for a target that is a ToolRunner: "
         "its own deadline applies",
     )
-    return parser, run, serve
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m tdk: run in subprocesses by the tests

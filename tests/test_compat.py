@@ -17,9 +17,14 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import httpx
+import mcp
 import mcp.shared._stream_protocols as mcp_streams
 import pytest
 from _http_server import serve
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp_types import ListToolsResult, PaginatedRequestParams
 from pydantic import BaseModel, field_validator, model_validator
 from typing_extensions import get_protocol_members
 
@@ -27,6 +32,7 @@ import tdk.http
 from tdk import ToolResult, tool
 from tdk._compat import frames, httpx_auth, otel_globals
 from tdk._compat import mcp_streams as our_streams
+from tdk._compat.mcp_connection import connection_of
 from tdk._compat.pydantic_slots import (
     SLOTS,
     construct_maker,
@@ -338,3 +344,26 @@ def _members(protocol: type) -> dict[str, list[str]]:
 @pytest.mark.parametrize("name", ["ReadStream", "WriteStream"])
 def test_the_stream_protocols_have_the_sdks_members(name: str) -> None:
     assert _members(getattr(our_streams, name)) == _members(getattr(mcp_streams, name))
+
+
+# --- mcp: the connection of a request ---------------------------------------------------------
+
+
+def test_a_requests_connection_is_read_from_its_session() -> None:
+    """``connection_of`` reads the connection the SDK gives a request's session (the one a
+    list-changed notification goes out on)."""
+    seen: list[object] = []
+
+    async def listed(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        seen.append(connection_of(ctx.session))
+        return ListToolsResult(tools=[])
+
+    async def scenario() -> None:
+        async with mcp.Client(Server("compat", on_list_tools=listed), mode="legacy") as client:
+            await client.list_tools()
+
+    asyncio.run(scenario())
+    [connection] = seen
+    assert isinstance(connection, Connection)
