@@ -20,6 +20,12 @@ the default policies), so retries, limits and breakers apply, and its result bec
   hosts that act on them. Invalid arguments and unknown tools are such results, not protocol
   errors: the model can fix them.
 
+``tools/list`` offers the tools whose circuit is not open, in the toolkit's order, and the
+clients are told when that changes (:mod:`tdk.hosts._mcp_changes`). A ``context=`` function
+of one argument receives the call's :class:`CallRequest` (:mod:`tdk.hosts._mcp_request`). A
+tool's ``context.progress()`` and the runner's waits reach a client that asked for progress as
+``notifications/progress`` (:mod:`tdk.hosts._mcp_progress`).
+
 What a server holds is bounded: ``max_in_flight`` calls at once, and ``max_unread`` answers a
 client has not read; a call past either bound is answered at once with a retryable
 ``TOOL_RUNTIME_BULKHEAD_FULL`` result (see :mod:`tdk.hosts._mcp_load`). A value the client's
