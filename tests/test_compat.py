@@ -20,6 +20,7 @@ import httpx
 import mcp
 import mcp.shared._stream_protocols as mcp_streams
 import pytest
+import uvicorn
 from _http_server import serve
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
@@ -41,6 +42,7 @@ from tdk._compat.pydantic_slots import (
     slot_maker,
 )
 from tdk._compat.running_task import TASK_OF, internal_task_of
+from tdk._compat.sse_shutdown import app_status, shutdown_flag_restored
 from tdk.errors import ErrorInfo, UpstreamAuthError
 
 # --- asyncio: the running task --------------------------------------------------------------
@@ -367,3 +369,18 @@ def test_a_requests_connection_is_read_from_its_session() -> None:
     asyncio.run(scenario())
     [connection] = seen
     assert isinstance(connection, Connection)
+
+
+# --- sse-starlette: the process's shutdown flag ------------------------------------------------
+
+
+def test_the_sse_shutdown_flag_is_where_tdk_reads_it() -> None:
+    """sse-starlette keeps its process-wide shutdown flag where ``tdk._compat.sse_shutdown``
+    puts it back (a bool, clear while nothing shuts down), and uvicorn's handler sets it."""
+    status = app_status()
+    assert status is not None
+    assert status.should_exit is False
+    assert uvicorn.Server.handle_exit is status.handle_exit
+    with shutdown_flag_restored():
+        status.should_exit = True  # (what a signal to a serving uvicorn does)
+    assert status.should_exit is False
