@@ -25,7 +25,7 @@ from mcp.client.subscriptions import ToolsListChanged
 from tdk import CircuitBreaker, Toolkit, ToolRunner, tool
 from tdk.errors import UpstreamServerError
 from tdk.hosts import mcp as tdk_mcp
-from tdk.runner import RedisStore
+from tdk.runner import InMemoryStore, RedisStore
 
 #: Bound of one wait for a change (it comes at once, or after a reset timeout of 0.5 s).
 CHANGE_TIMEOUT = 30.0
@@ -260,3 +260,24 @@ def test_redis_out_of_reach_costs_no_call() -> None:
             return await names(client), (await client.call_tool("first", {})).structured_content
 
     assert run(scenario()) == (ALL, {"result": "first"})
+
+
+class FailingStore(InMemoryStore):
+    """A state store whose every operation fails."""
+
+    async def update(self, key: str, change: Any, *args: Any) -> Any:
+        raise ConnectionError("the store is down")
+
+
+def test_a_failing_store_lists_every_tool() -> None:
+    """A store that fails when the circuits are read costs ``tools/list`` nothing: every tool
+    is listed, in order (a call of a tool with a circuit is that call's failure)."""
+    toolkit = Toolkit("failing", [first, flaky, last])
+    runner = ToolRunner(toolkit, circuit_breaker=breaker(), store=FailingStore())
+    server = tdk_mcp.server(toolkit, runner=runner)
+
+    async def scenario() -> tuple[list[str], Any]:
+        async with mcp.Client(server) as client:
+            return await names(client), (await client.call_tool("first", {})).is_error
+
+    assert run(scenario()) == (ALL, True)

@@ -21,7 +21,8 @@ Both eras' capabilities say so (``tools.listChanged``). How a change is noticed:
 
 A look is one ``runner.available()``: with a ``RedisStore``, one read of each circuit. It
 runs while the server is served (its lifespan), one at a time; a look that fails (the store)
-is skipped, and the next event or timer looks again.
+is skipped, and the next event or timer looks again. A ``tools/list`` whose look fails
+answers every tool.
 """
 
 from __future__ import annotations
@@ -83,7 +84,11 @@ class ToolList:
         connection = connection_of(request.session)
         if connection is not None and connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self._connections.add(connection)
-        names = tuple(each.name for each in await self._runner.available(self._toolkit))
+        try:
+            names = tuple(each.name for each in await self._runner.available(self._toolkit))
+        except Exception as failed:  # a store that fails: the list, not an error
+            logger.debug("tools listed without their circuits: %s", type(failed).__name__)
+            return [item.name for item in self._toolkit]
         if names != self._offered and self._serving:
             self._poke()  # (another process's change, not heard yet: the others are told)
         return list(names)
