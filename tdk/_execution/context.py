@@ -12,7 +12,7 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
@@ -21,6 +21,7 @@ from urllib.parse import quote, quote_plus
 from pydantic import BaseModel
 
 from tdk._execution.asks import AskState, ask
+from tdk._execution.progress import report_progress
 from tdk._failures.redact import SHORTEST_EXACT_SECRET
 from tdk.errors import ToolRequirementError
 
@@ -291,6 +292,21 @@ class ToolContext:
         object.__setattr__(copy, "_given_key", self._given())  # (given or made, as it was)
         object.__setattr__(copy, "_asks", state)
         return copy
+
+    def progress(
+        self, done: float, total: float | None = None, message: str | None = None
+    ) -> Awaitable[None]:
+        """Report how far the call has come: ``done`` out of ``total`` (None: unknown), with
+        an optional ``message`` for the user. Over MCP, a client that asked for progress gets
+        ``notifications/progress`` (at most 4 a second, ``done`` never going down, the last
+        report never dropped); when the call is traced, its span gets an event; elsewhere it
+        does nothing. ``await context.progress(3, 10)`` in an async tool; a sync tool may
+        call it without ``await``. A host that resets its timeout on progress keeps a long
+        call alive this way.
+
+        .. versionadded:: 0.2.0
+        """
+        return report_progress(done, total, message, secrets_of(self))
 
     def __repr__(self) -> str:
         secrets = "{" + ", ".join(f"{name!r}: '***'" for name in self.secrets) + "}"

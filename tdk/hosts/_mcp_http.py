@@ -27,6 +27,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from tdk._cli.addresses import Listening, listening_address
+from tdk._compat.sse_shutdown import shutdown_flag_restored
 from tdk.hosts._mcp_auth import Protection, protected_app
 
 __all__ = ["security", "serve_http"]
@@ -67,7 +68,9 @@ async def serve_http(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
     )
     http = uvicorn.Server(config)
-    with _bound(where) as listener:  # (an OSError for a port in use, not an exit)
+    # (an OSError for a port in use, not an exit; a signal's mark on the SSE streams of the
+    # process is cleared once the server has ended: see tdk._compat.sse_shutdown)
+    with _bound(where) as listener, shutdown_flag_restored():
         if on_listening is not None:
             on_listening(where.url)
         serving = asyncio.ensure_future(http.serve(sockets=[listener]))

@@ -20,6 +20,12 @@ the default policies), so retries, limits and breakers apply, and its result bec
   hosts that act on them. Invalid arguments and unknown tools are such results, not protocol
   errors: the model can fix them.
 
+``tools/list`` offers the tools whose circuit is not open, in the toolkit's order, and the
+clients are told when that changes (:mod:`tdk.hosts._mcp_changes`). A ``context=`` function
+of one argument receives the call's :class:`CallRequest` (:mod:`tdk.hosts._mcp_request`). A
+tool's ``context.progress()`` and the runner's waits reach a client that asked for progress as
+``notifications/progress`` (:mod:`tdk.hosts._mcp_progress`).
+
 What a server holds is bounded: ``max_in_flight`` calls at once, and ``max_unread`` answers a
 client has not read; a call past either bound is answered at once with a retryable
 ``TOOL_RUNTIME_BULKHEAD_FULL`` result (see :mod:`tdk.hosts._mcp_load`). A value the client's
@@ -40,17 +46,16 @@ See ``docs/mcp.md`` and ``docs/auth.md``.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
 
 try:
     from mcp import types
     from mcp.server.context import ServerRequestContext
-    from mcp.server.lowlevel import Server
+    from mcp.server.lowlevel import NotificationOptions, Server
     from mcp.server.models import InitializationOptions
     from mcp.shared.message import SessionMessage
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
@@ -76,20 +81,34 @@ from tdk.errors import FatalToolError
 from tdk.hosts._mcp_answer import answer
 from tdk.hosts._mcp_asks import pending_meta, served_call
 from tdk.hosts._mcp_auth import Protection, scopes_needed
+from tdk.hosts._mcp_changes import ToolList, offered_tools
 from tdk.hosts._mcp_http import serve_http
 from tdk.hosts._mcp_load import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNREAD, Load
+from tdk.hosts._mcp_progress import with_progress
+from tdk.hosts._mcp_request import (
+    CallRequest,
+    ClientInfo,
+    ContextMaker,
+    ContextSource,
+    context_maker,
+)
 from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
 from tdk.hosts._mcp_spans import ServerSpans
 from tdk.hosts._mcp_stdio import stdio_streams
 from tdk.hosts._source import Source, rendered
 from tdk.runner import ToolRunner
 
-__all__ = ["context_from_environment", "result", "serve", "server", "tools"]
+__all__ = [
+    "CallRequest",
+    "ClientInfo",
+    "context_from_environment",
+    "result",
+    "serve",
+    "server",
+    "tools",
+]
 
 logger = logging.getLogger("tdk.hosts.mcp")
-
-#: What ``context=`` takes: one context for every call, or a function making one per call.
-ContextSource = ToolContext | Callable[[], ToolContext] | None
 
 
 def tools(source: Source) -> list[types.Tool]:
@@ -129,11 +148,12 @@ def server(
     ``source`` is a ``Toolkit`` or an iterable of tools (``ToolDefinition``s cannot run).
     ``runner`` runs the calls (its toolkit must be ``source`` when both are given); without
     one, a ``ToolRunner`` with its defaults (no retries, no limits: give one to have them).
-    ``context`` is the ``ToolContext`` of every call, or a function returning one per call;
-    over HTTP with authentication, the verified caller fills its empty ``user_id``,
-    ``scopes`` and ``claims``. A tool that requires scopes is listed only when the caller
-    holds them (those of a context given once, else those of the verified token).
-    ``name`` defaults to the toolkit's.
+    ``context`` is the ``ToolContext`` of every call, or a function returning one per call
+    (it may be async): a function of one argument receives the call's :class:`CallRequest`
+    (its headers, verified token, ``_meta`` and client). Over HTTP with authentication, the
+    verified caller fills a context's empty ``user_id``, ``scopes`` and ``claims``. A tool
+    that requires scopes is listed only when the caller holds them (those of a context given
+    once, else those of the verified token). ``name`` defaults to the toolkit's.
 
     ``max_in_flight`` bounds the calls running at once, and ``max_unread`` the messages
     written to a client and not yet read by it (over ``server.run()``'s streams: stdio, or
@@ -141,19 +161,20 @@ def server(
     ``TOOL_RUNTIME_BULKHEAD_FULL`` result, the tool not run.
     """
     toolkit = _toolkit_of(source, runner, name)
-    calls = _Calls(
-        toolkit,
-        runner if runner is not None else ToolRunner(toolkit),
-        context,
-        Load(max_in_flight, max_unread),
-    )
+    runner = runner if runner is not None else ToolRunner(toolkit)
+    changes = ToolList(toolkit, runner)
+    load = Load(max_in_flight, max_unread)
+    given = context if isinstance(context, ToolContext) else None
+    calls = _Calls(toolkit, runner, context_maker(context), load, changes, given=given)
     served = _Served(
         name or toolkit.name,
         version=toolkit.version or __version__,
         description=toolkit.description,
+        lifespan=lambda _server: changes.serving(),
         get_tool_input_schema=calls.input_schema,
         on_list_tools=calls.list_tools,
         on_call_tool=calls.call_tool,
+        on_subscriptions_listen=changes.listen,
     )
     served.load = calls.load
     # The SDK's own span of each message is unguarded and records what a client sent as a
@@ -165,11 +186,20 @@ def server(
 class _Calls:
     """The handlers of one server: ``tools/list`` and ``tools/call``."""
 
-    __slots__ = ("context", "load", "runner", "scoped", "toolkit", "wraps")
+    __slots__ = ("changes", "context", "given", "load", "runner", "scoped", "toolkit", "wraps")
 
     def __init__(
-        self, toolkit: Toolkit, runner: ToolRunner, context: ContextSource, load: Load
+        self,
+        toolkit: Toolkit,
+        runner: ToolRunner,
+        context: ContextMaker,
+        load: Load,
+        changes: ToolList,
+        *,
+        given: ToolContext | None,
     ) -> None:
+        self.changes = changes
+        self.given = given  # (a context given once: its scopes are the caller's, for listing)
         self.toolkit = toolkit
         self.runner = runner
         self.context = context
@@ -183,15 +213,16 @@ class _Calls:
         }
 
     async def list_tools(
-        self, _request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+        self, request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """The tools, as MCP lists them: those whose scopes the caller holds."""
-        listed = tools(self.toolkit)
+        """The tools offered now, as MCP lists them, in the toolkit's order: those whose
+        circuit is not open and whose scopes the caller holds."""
+        names = await self.changes.listed(request)
+        listed = offered_tools(tools(self.toolkit), names)
         if self.scoped:
             # The caller's scopes: those of a context given once, else the verified token's
             # (a context function makes its contexts per call, not for a listing).
-            given = self.context if isinstance(self.context, ToolContext) else None
-            caller = with_caller(given, current_caller())
+            caller = with_caller(self.given, current_caller())
             held = caller.scopes if caller is not None else frozenset()
             scoped = self.scoped
             listed = [each for each in listed if held.issuperset(scoped.get(each.name, ()))]
@@ -233,10 +264,12 @@ class _Calls:
         if failed is None:
             load.running += 1
             try:
-                # JOIN(issue 25): the verified caller is the request record's ``auth``; the
-                # fields a call's context leaves empty (user_id, scopes, claims) are its own.
-                each = with_caller(await _context_for_call(self.context), current_caller())
-                return await served_call(self.runner, request, params, each, call_id)
+                # The verified caller (the request record's ``auth``) fills the fields the
+                # call's context leaves empty: user_id, scopes, claims.
+                each = with_caller(await self.context(request), current_caller())
+                return await with_progress(
+                    request, served_call(self.runner, request, params, each, call_id)
+                )
             except (SystemExit, KeyboardInterrupt) as stopped:
                 # A tool body that exits (argparse on the model's input): the call's answer,
                 # never the server's end.
@@ -283,16 +316,19 @@ class _Served(Server[Any]):
             read_stream, self.load.counted(write_stream), initialization_options, raise_exceptions
         )
 
-
-async def _context_for_call(context: ContextSource) -> ToolContext | None:
-    """The context of one call: ``context``, or what the function ``context`` returns (awaited
-    when it is a coroutine); ``TypeError`` for anything else."""
-    each: Any = context() if callable(context) else context
-    if inspect.isawaitable(each):
-        each = await each
-    if each is not None and not isinstance(each, ToolContext):
-        raise TypeError(f"context= gave a {type(each).__name__}, not a ToolContext")
-    return each
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        """The SDK's, saying by default that the tool list changes (``tools.listChanged``:
+        when a circuit opens or closes, see :mod:`tdk.hosts._mcp_changes`)."""
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
 
 
 async def serve(

@@ -1,10 +1,12 @@
 """What the runner reports as it decides: typed events, and the instruments that hear them.
 
 The runner does not log or trace itself: at each decision that is not a plain success (a
-retry, a stop, a refusal, a circuit that changes, a wait for the limiter) it emits one event
-to its instruments (as stamina's ``RetryHook`` and Trio's ``Instrument`` hear theirs). tdk's
-log records (:class:`~tdk.runner._instruments.LogLines`) and OpenTelemetry events and metrics
-(:class:`~tdk.runner._instruments.OtelEvents`) are two instruments, subscribed by default.
+retry, a stop, a refusal, a circuit that changes, a wait for the limiter, a queue for a slot)
+it emits one event to its instruments (as stamina's ``RetryHook`` and Trio's ``Instrument``
+hear theirs). tdk's log records (:func:`~tdk.runner._instruments.log_lines`), OpenTelemetry
+events and metrics (:func:`~tdk.runner._instruments.otel_events`) and the call's progress
+(:func:`~tdk.runner._instruments.progress_reports`: a wait, said to the host) are three
+instruments, subscribed by default.
 Nothing is emitted on the way of a call that succeeds at once: its span and its result are
 the call scope's (:mod:`tdk._execution.call_scope`).
 """
@@ -24,6 +26,7 @@ __all__ = [
     "Event",
     "Instrument",
     "Instruments",
+    "Queued",
     "Refused",
     "RetryScheduled",
     "RetryStopped",
@@ -90,7 +93,16 @@ class Waiting:
     wait: float
 
 
-Event: TypeAlias = RetryScheduled | RetryStopped | Refused | CircuitChanged | Waiting
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A call of ``tool`` found no free slot (its bulkhead's, or the runner's
+    ``max_concurrency``) and queues for one, up to ``wait`` seconds."""
+
+    tool: str
+    wait: float
+
+
+Event: TypeAlias = RetryScheduled | RetryStopped | Refused | CircuitChanged | Waiting | Queued
 
 
 #: Hears the runner's events: called with each, in the order they happen, in the task of the
@@ -105,6 +117,16 @@ class Instruments:
 
     def __init__(self, instruments: Iterable[Instrument]) -> None:
         self._each = tuple(instruments)
+
+    def add(self, instrument: Instrument) -> Callable[[], None]:
+        """Tell ``instrument`` every event from now on (after those already there); the
+        function that stops it (idempotent)."""
+        self._each = (*self._each, instrument)
+
+        def remove() -> None:
+            self._each = tuple(each for each in self._each if each is not instrument)
+
+        return remove
 
     def emit(self, event: Event) -> None:
         """Tell every instrument ``event``; one that fails is skipped."""
