@@ -193,7 +193,7 @@ def check_snapshot(
     snapshot's own, else ``json``); write the file when ``update`` (the changes are still
     reported). Raises ``ValueError`` for an unknown format or a tool that cannot be strict."""
     path = Path(path)
-    saved_text, unreadable = _read(path)
+    saved_text, unreadable = _snapshot_text(path)
     saved = _parsed(saved_text)
     wanted = sorted(formats) if formats is not None else sorted(_formats(saved or {})) or ["json"]
     document = snapshot_document(toolkit, wanted)
@@ -216,7 +216,7 @@ def check_snapshot(
     return SnapshotCheck(path, changes, diff, written, problem)
 
 
-def _read(path: Path) -> tuple[str | None, str | None]:
+def _snapshot_text(path: Path) -> tuple[str | None, str | None]:
     """The text of the snapshot at ``path`` (None when there is none), or why it cannot be
     read: a directory, unreadable, larger than :data:`MAX_SNAPSHOT_BYTES` (read no
     further), not UTF-8."""
