@@ -4,8 +4,9 @@ contract snapshot, each change labelled breaking, compatible or cosmetic
 
 The report goes to stdout (the command prints it). Exit status: 0 when nothing breaking
 changed (compatible and cosmetic changes are listed), or when ``--update`` wrote the file; 1
-when a change is breaking, or the file is missing or not a snapshot (the report says to run with
-``--update``), or a tool cannot be rendered (a format the tool cannot take).
+when a change is breaking, or the file is missing, unreadable, too large or not a snapshot (the
+report says to run with ``--update``), or cannot be written, or a tool cannot be rendered (a
+format the tool cannot take).
 """
 
 from __future__ import annotations
@@ -30,5 +31,8 @@ def schema_check(
         )
     except ValueError as bad:
         print(f"tdk schema: {bad}", file=sys.stderr)
+        return 1, None
+    except OSError as failed:  # (--update: a directory, a read-only place)
+        print(f"tdk schema: cannot write {file} ({type(failed).__name__})", file=sys.stderr)
         return 1, None
     return (1 if checked.failed else 0), checked.report()

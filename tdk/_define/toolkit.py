@@ -107,13 +107,24 @@ class Toolkit:
         found = self._tools.get(name.lower())
         if found is not None:
             return found
-        raise self._not_found(name, redact_text(name, limit=MAX_SHOWN_NAME))
+        raise self._not_found(name, redact_text(name, limit=MAX_SHOWN_NAME), everyone=True)
 
-    def _not_found(self, name: str, shown: str) -> ToolNotFoundError:
+    def _not_found(
+        self, name: str, shown: str, context: object = None, *, everyone: bool = False
+    ) -> ToolNotFoundError:
         """The error for an unknown ``name``, which its texts repeat as ``shown`` (redacted
-        and cut: see :func:`~tdk._execution.execute.shown_name`)."""
-        available = [item.name for item in self._tools.values()]
-        by_key = {item.name.lower(): item.name for item in self._tools.values()}
+        and cut: see :func:`~tdk._execution.execute.shown_name`). It names only the tools the
+        caller of ``context`` may see (every tool when ``everyone``): a tool that requires
+        scopes the caller lacks is left out of MCP's list, and a misspelt call must not
+        reveal it either."""
+        held: frozenset[str] = getattr(context, "scopes", frozenset())
+        visible = [
+            item
+            for item in self._tools.values()
+            if everyone or held.issuperset(item.definition.requirements.scopes)
+        ]
+        available = [item.name for item in visible]
+        by_key = {item.name.lower(): item.name for item in visible}
         longest = max(map(len, by_key), default=0)
         wanted = name.lower()
         # A name more than 7/3 as long as every tool's cannot reach difflib's cutoff (0.6 of
@@ -158,7 +169,7 @@ class Toolkit:
             shown = shown_name(name, context)
             result = failure_result(
                 shown,
-                self._not_found(name, shown),
+                self._not_found(name, shown, context),
                 call_id=call_id,
                 context=context,
                 attempts=0,

@@ -464,7 +464,7 @@ class ToolRunner:
             plan = self._plans.find(name)
             if plan is None:
                 shown = shown_name(name, context)
-                unknown = self.toolkit._not_found(name, shown)
+                unknown = self.toolkit._not_found(name, shown, context)
                 unknown.details["attempts"] = 0
                 return refusal_result(shown, unknown, context, call_id, started, instruments=None)
         if not plan.by_context:

@@ -35,6 +35,8 @@ __all__ = ["Change", "SnapshotCheck", "check_snapshot", "compare_documents"]
 LABELS: Final = (BREAKING, COMPATIBLE, COSMETIC)
 #: The longest diff shown, in lines.
 _MAX_DIFF_LINES: Final = 200
+#: The largest snapshot file read, in bytes (a toolkit of hundreds of tools is under 1 MB).
+MAX_SNAPSHOT_BYTES: Final = 16 * 1024 * 1024
 
 #: Side-effect marks: the value that loosens the promise (a change TO it is breaking).
 _MARKS: Final = {"read_only": False, "idempotent": False, "destructive": True, "open_world": True}
@@ -191,13 +193,20 @@ def check_snapshot(
     snapshot's own, else ``json``); write the file when ``update`` (the changes are still
     reported). Raises ``ValueError`` for an unknown format or a tool that cannot be strict."""
     path = Path(path)
-    saved_text = path.read_text(encoding="utf-8") if path.exists() else None
+    saved_text, unreadable = _snapshot_text(path)
     saved = _parsed(saved_text)
     wanted = sorted(formats) if formats is not None else sorted(_formats(saved or {})) or ["json"]
     document = snapshot_document(toolkit, wanted)
     text = snapshot_text(document)
-    problem = _snapshot_problem(saved_text, saved, wanted)
-    changes = () if problem else tuple(compare_documents(saved or {}, document))
+    problem = unreadable or _snapshot_problem(saved_text, saved, wanted)
+    changes: tuple[Change, ...] = ()
+    if not problem:
+        try:
+            changes = tuple(compare_documents(saved or {}, document))
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError, RecursionError):
+            # (a file tdk wrote, then changed by hand or by a merge: its shape is not one
+            # tdk writes, and nothing in it can be compared)
+            problem = "the snapshot is malformed (not as tdk writes it): update it"
     diff = "" if saved_text is None else _diff(saved_text, text, path)
     written = False
     if update:
@@ -207,12 +216,31 @@ def check_snapshot(
     return SnapshotCheck(path, changes, diff, written, problem)
 
 
+def _snapshot_text(path: Path) -> tuple[str | None, str | None]:
+    """The text of the snapshot at ``path`` (None when there is none), or why it cannot be
+    read: a directory, unreadable, larger than :data:`MAX_SNAPSHOT_BYTES` (read no
+    further), not UTF-8."""
+    if not path.exists():
+        return None, None
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_SNAPSHOT_BYTES + 1)
+    except OSError as failed:
+        return None, f"the snapshot cannot be read ({type(failed).__name__})"
+    if len(data) > MAX_SNAPSHOT_BYTES:
+        return None, f"the snapshot is larger than {MAX_SNAPSHOT_BYTES} bytes"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, "the snapshot is not UTF-8 text"
+
+
 def _parsed(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
         document = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (not JSON, or nested deeper than Python reads)
         return None
     return document if isinstance(document, dict) else None
 

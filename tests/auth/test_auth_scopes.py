@@ -124,3 +124,36 @@ def test_scopes_must_be_strings(scopes: object) -> None:
     """A single string (a token's ``scope`` claim, not split) is refused, as are non-strings."""
     with pytest.raises(TypeError, match="scopes="):
         ToolContext(scopes=scopes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("scopes", "suggested"),
+    [(set(), False), ({"repo:read"}, False), ({"repo:read", "repo:write"}, True)],
+    ids=["none", "some", "all"],
+)
+def test_a_misspelt_call_does_not_reveal_a_tool_the_caller_may_not_see(
+    scopes: set[str], suggested: bool
+) -> None:
+    """A tool left out of the caller's list is left out of ``TOOL_NOT_FOUND`` too: neither
+    the model's text ("Did you mean ...?") nor ``available_tools`` or ``suggestions`` name
+    it, over MCP and from a runner or a toolkit in process."""
+
+    async def scenario() -> mcp.types.CallToolResult:
+        server = tdk_mcp.server(TOOLKIT, context=ToolContext(scopes=scopes))
+        async with mcp.Client(server) as client:
+            return await client.call_tool("close_issu", {"number": 1})
+
+    called = run(scenario())
+    assert called.is_error
+    assert ("close_issue" in text_of(called)) is suggested
+    context = ToolContext(scopes=scopes)
+    for result in (
+        asyncio.run(ToolRunner(TOOLKIT).run("close_issu", {"number": 1}, context=context)),
+        asyncio.run(TOOLKIT.run("close_issu", {"number": 1}, context=context)),
+    ):
+        assert result.error is not None
+        assert result.kind is ErrorKind.TOOL_NOT_FOUND
+        assert ("close_issue" in result.for_model()) is suggested
+        assert ("close_issue" in result.error.details["suggestions"]) is suggested
+        assert ("close_issue" in result.error.details["available_tools"]) is suggested
+        assert "whoami" in result.error.details["available_tools"]

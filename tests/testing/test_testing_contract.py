@@ -285,6 +285,46 @@ def test_tdk_schema_check_exit_statuses(
     assert said in (done.stdout if status != 2 else done.stderr)
 
 
+def _write_hostile(path: Path, kind: str) -> None:
+    """A snapshot file nobody should have to trust: ``kind`` says how it is hostile."""
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "nested-deeper-than-python-reads":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "tools-not-objects":
+        path.write_text(json.dumps({"tdk_snapshot": 1, "formats": {"json": [[[]]]}}))
+    elif kind == "not-utf-8":
+        path.write_bytes(b"\xff\xfe{}")
+    else:  # too large: read no further than the bound
+        path.write_bytes(b" " * (16 * 1024 * 1024 + 1))
+
+
+@pytest.mark.parametrize(
+    ("kind", "args", "said"),
+    [
+        ("directory", [], "cannot be read (IsADirectoryError)"),
+        ("nested-deeper-than-python-reads", [], "not a tdk contract snapshot"),
+        ("tools-not-objects", [], "the snapshot is malformed"),
+        ("not-utf-8", [], "not UTF-8 text"),
+        ("too-large", [], "larger than 16777216 bytes"),
+        ("directory", ["--update"], "cannot write c.json (IsADirectoryError)"),
+    ],
+    ids=["directory", "deeply-nested", "wrong-shape", "not-utf-8", "too-large", "update-a-dir"],
+)
+def test_tdk_schema_check_of_a_hostile_snapshot_says_why_with_status_1(
+    tmp_path: Path, kind: str, args: list[str], said: str
+) -> None:
+    """A snapshot that is a directory, nested deeper than Python's JSON reader goes, of
+    another shape, not UTF-8 or huge is a failed check (status 1) saying why, never a
+    traceback; so is an update that cannot write."""
+    (tmp_path / "tools.py").write_text(TOOLS_V1)
+    _write_hostile(tmp_path / "c.json", kind)
+    done = tdk_schema("tools.py", "--check", "c.json", *args, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert said in done.stdout + done.stderr
+
+
 def test_tdk_schema_without_check_still_prints_json(tmp_path: Path) -> None:
     (tmp_path / "tools.py").write_text(TOOLS_V1)
     done = tdk_schema("tools.py", cwd=tmp_path)
