@@ -21,7 +21,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from tdk.runner._redis_scripts import ACQUIRE, ADMIT, PEEK, RECORD
+from tdk.runner._redis_scripts import ACQUIRE, ADMIT, ENTER, PEEK, RECORD
 
 __all__ = ["Client", "Link", "client_from"]
 
@@ -32,7 +32,7 @@ Client = aioredis.Redis | aioredis.RedisCluster
 class Link:
     """The store's client in one event loop, with tdk's scripts registered on it."""
 
-    __slots__ = ("acquire", "admit", "client", "holder", "loop", "peek", "record")
+    __slots__ = ("acquire", "admit", "client", "enter", "holder", "loop", "peek", "record")
 
     def __init__(self, client: Client) -> None:
         self.client: Final = client
@@ -40,6 +40,7 @@ class Link:
         self.acquire: Final = client.register_script(ACQUIRE)
         self.record: Final = client.register_script(RECORD)
         self.peek: Final = client.register_script(PEEK)
+        self.enter: Final = client.register_script(ENTER)
         self.loop: asyncio.AbstractEventLoop | None = None
         """The loop whose connections the client holds (None: not bound to one yet)."""
         self.holder: AsyncGenerator[None, None] | None = None
