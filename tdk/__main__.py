@@ -8,35 +8,37 @@
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
     tdk serve tools/weather.py          # the tools over MCP, on stdio (--http: streamable HTTP)
 
-A target is a ``.py`` file or a package directory (``Toolkit.from_path``; a target ending in
-``.py`` or holding a ``/`` is always a path), or a dotted module name (``Toolkit.from_module``).
-Every broken tool of the module is reported, not only the first. For a path, the folder holding
-the top-level module is first on ``sys.path`` while the command runs, as for a script. What the
-module does to the process while imported (a fork, ``os._exit()``, a signal ignored) does not
-change what the command does (``tdk._cli.process``). Exit status: 0 on success, 1 when the toolkit
-cannot be loaded or the call failed, 2 for a usage error (a ``tdk serve --http --host`` that is
-not loopback, without ``--allow-unauthenticated``, included).
+A target is a ``.py`` file or a package directory (a target ending in ``.py`` or holding a
+``/`` is always a path), or a dotted module name, optionally followed by ``:NAME``, the
+module's ``ToolRunner``, ``Toolkit`` or a factory of one (``tools.py:runner``); without a
+name, the module's one runner, else its one toolkit, else its ``@tool`` functions
+(``tdk._cli.targets``). Every broken tool of the module is reported, not only the first. For
+a path, the folder holding the top-level module is first on ``sys.path`` while the command
+runs, as for a script. What the module does to the process while imported (a fork,
+``os._exit()``, a signal ignored) does not change what the command does
+(``tdk._cli.process``). Exit status: 0 on success, 1 when the module cannot be loaded or the
+call failed, 2 for a usage error (a target that names nothing to serve, and a ``tdk serve
+--http --host`` that is not loopback, without ``--allow-unauthenticated``, included).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Final
 
 from tdk._cli.process import can_supervise, import_guard, supervised
 from tdk._cli.serving import DEFAULT_DEADLINE, host_refusal, serve_command, serving_packages
 from tdk._cli.streams import streams_aside
+from tdk._cli.targets import Target, TargetError, load_target, script_path
 from tdk._define.tool import collect_definition_errors
-from tdk._define.toolkit import Toolkit, import_root
+from tdk._define.toolkit import Toolkit
 from tdk._execution.context import ToolContext
+from tdk._execution.default import DEFAULT
 from tdk._execution.execute import checked_seconds
 from tdk._execution.loop import run_in_new_loop
 from tdk._execution.seconds import shown
@@ -44,16 +46,6 @@ from tdk._failures.redact import redact_text
 from tdk.errors import ToolError, ToolkitLoadError
 
 __all__ = ["main"]
-
-
-def _is_path(target: str) -> bool:
-    """Whether the target names a file or directory rather than a dotted module name."""
-    if target.endswith(".py") or "/" in target or os.sep in target:
-        return True
-    try:
-        return Path(target).exists()
-    except (OSError, ValueError):  # a name too long for a file, a NUL byte: not a path
-        return False
 
 
 def _is_text(argument: str) -> bool:
@@ -66,58 +58,6 @@ def _is_text(argument: str) -> bool:
     return True
 
 
-def _toolkit_of_target(target: str) -> Toolkit:
-    if _is_path(target):
-        return Toolkit.from_path(target)
-    return Toolkit.from_module(target)
-
-
-@contextlib.contextmanager
-def _script_path(target: str) -> Iterator[None]:
-    """For a path target, the folder holding its top-level module first on ``sys.path`` while
-    the command runs, as Python puts a script's folder there: the module can import the
-    modules beside it. (A path that is no module is left to ``from_path`` to report.) For a
-    dotted module found nowhere else, the working directory last (see
-    :func:`_working_directory_of`)."""
-    path = _is_path(target)
-    folder = _import_root_or_none(target) if path else _working_directory_of(target)
-    if folder is None:
-        yield
-        return
-    sys.path.insert(0 if path else len(sys.path), folder)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):  # the module may have removed it itself
-            sys.path.remove(folder)
-
-
-def _import_root_or_none(target: str) -> str | None:
-    try:
-        return str(import_root(target))
-    except ToolkitLoadError:  # (left to from_path to report)
-        return None
-
-
-def _working_directory_of(module: str) -> str | None:
-    """The working directory, when it holds the top-level package of the dotted ``module``
-    and nothing on ``sys.path`` does (``tdk check acme.search`` from the project's folder, as
-    ``python -m`` would find it): added last, so that a file there can never stand in for an
-    installed or standard module, and not at all in Python's safe-path mode (``-P``,
-    ``PYTHONSAFEPATH``)."""
-    top = module.partition(".")[0]
-    if sys.flags.safe_path or not top.isidentifier():
-        return None
-    try:
-        if importlib.util.find_spec(top) is not None:
-            return None
-        folder = os.getcwd()
-        found = importlib.machinery.PathFinder.find_spec(top, [folder])
-    except (ImportError, OSError, ValueError):  # (a working directory that was removed)
-        return None
-    return folder if found is not None else None
-
-
 def _report(error: ToolError) -> None:
     """A load or definition error on stderr: its line, then each problem with its fix."""
     print(str(error), file=sys.stderr)
@@ -127,20 +67,24 @@ def _report(error: ToolError) -> None:
         print(f"    fix: {problem.get('hint')}", file=sys.stderr)
 
 
-def _toolkit_or_report(target: str) -> Toolkit | None:
-    """The toolkit, or None once every problem found while loading it is on stderr.
+def _target_or_report(target: str, command: str) -> Target | int:
+    """What ``target`` names, or the exit status once every problem found while loading it
+    is on stderr: 1 when the module cannot be loaded, 2 when it names nothing to serve.
 
     Every broken tool is reported, not only the first: in this mode ``@tool`` records its
     error and the import goes on. A load failure that follows (the module may put a function
     left undecorated into a ``Toolkit``) is reported last, after its likely cause.
     """
     failure: list[ToolError] = []
+    unusable: TargetError | None = None
     with collect_definition_errors() as broken:
         try:
             with import_guard():
-                toolkit = _toolkit_of_target(target)
+                found = load_target(target)
         except ToolError as error:
             failure.append(error)
+        except TargetError as error:
+            unusable = error
         except SystemExit as exited:  # the API lets it through; here it would end tdk quietly
             failure.append(
                 ToolkitLoadError(
@@ -151,7 +95,12 @@ def _toolkit_or_report(target: str) -> Toolkit | None:
             )
     for each in [*broken, *failure]:
         _report(each)
-    return None if broken or failure else toolkit
+    if broken or failure:
+        return 1
+    if unusable is not None:
+        print(f"tdk {command}: {unusable}", file=sys.stderr)
+        return 2
+    return found
 
 
 def _shown(code: object) -> str:
@@ -159,11 +108,13 @@ def _shown(code: object) -> str:
     return redact_text(shown(code), limit=200)
 
 
-def _check(toolkit: Toolkit) -> int:
+def _check(target: Target) -> int:
+    toolkit = target.toolkit
     for item in toolkit:
         print(f"ok  {item.name}: {item.description.splitlines()[0]}")
     count = f"{len(toolkit)} tool" if len(toolkit) == 1 else f"{len(toolkit)} tools"
-    print(f"{count} in toolkit '{toolkit.name}', every definition valid.")
+    origin = "" if target.origin is None else f" ({target.origin})"
+    print(f"{count} in toolkit '{toolkit.name}'{origin}, every definition valid.")
     return 0
 
 
@@ -195,15 +146,26 @@ def _shapes(toolkit: Toolkit, form: str) -> list[dict[str, Any]]:
     return [d.model_dump(mode="json") for d in toolkit.definitions()]
 
 
-def _run(toolkit: Toolkit, options: argparse.Namespace) -> tuple[int, dict[str, Any] | None]:
-    """The exit status, and the document to print."""
+def _run(target: Target, options: argparse.Namespace) -> tuple[int, dict[str, Any] | None]:
+    """The exit status, and the document to print. A runner the module gave runs the call
+    under its policies."""
+    toolkit, runner = target.toolkit, target.runner
     try:
         context = _run_context(toolkit, options.tool, options.secret)
+        if runner is not None and options.stacktrace:
+            raise ValueError(
+                f"--stacktrace applies to tools or a Toolkit; the {target.origin} includes "
+                "stack traces as its toolkit says (Toolkit(..., include_stacktrace=True))"
+            )
     except ValueError as bad:
         print(f"tdk run: {bad}", file=sys.stderr)
         return 2, None
-    call = toolkit.run(
-        options.tool, options.arguments, context=context, include_stacktrace=options.stacktrace
+    call = (
+        toolkit.run(
+            options.tool, options.arguments, context=context, include_stacktrace=options.stacktrace
+        )
+        if runner is None
+        else runner.run(options.tool, options.arguments, context=context)
     )
     result = run_in_new_loop(call)
     return (0 if result.is_success else 1), result.to_dict()
@@ -249,7 +211,7 @@ def _main(options: argparse.Namespace, *, process: bool) -> int:
     # mcp.py is then a clash, not the package), once.
     missing = serving_packages(http=options.http) if options.command == "serve" else None
     try:
-        with _script_path(options.target):
+        with script_path(options.target):
             status = _command(options, missing, process=process)
         with contextlib.suppress(AttributeError, ValueError):  # (None, or closed by a tool)
             sys.stdout.flush()  # so that a reader gone away shows here, not at exit
@@ -269,22 +231,25 @@ def _command(options: argparse.Namespace, missing: str | None, *, process: bool)
     """Run the parsed command; ``missing``: what ``tdk serve`` lacks, or None."""
     if options.command == "serve":
         return serve_command(
-            options, lambda: _toolkit_or_report(options.target), missing, process=process
+            options,
+            lambda: _target_or_report(options.target, options.command),
+            missing,
+            process=process,
         )
     if options.command == "check":
-        toolkit = _toolkit_or_report(options.target)
-        return 1 if toolkit is None else _check(toolkit)
+        target = _target_or_report(options.target, options.command)
+        return target if isinstance(target, int) else _check(target)
     # stdout is one JSON document: what the module prints while it is imported, and the tool
     # while it runs, goes to stderr.
     with streams_aside():
-        toolkit = _toolkit_or_report(options.target)
-        if toolkit is None:
-            return 1
+        target = _target_or_report(options.target, options.command)
+        if isinstance(target, int):
+            return target
         document: object
         if options.command == "schema":
-            status, document = _schema(toolkit, options.format)
+            status, document = _schema(target.toolkit, options.format)
         else:
-            status, document = _run(toolkit, options)
+            status, document = _run(target, options)
     if document is not None:
         print(json.dumps(document, indent=2))
     return status
@@ -315,7 +280,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         prog="tdk", description="Check, describe, run and serve the tools of a module or path."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    target = "a .py file, a package directory or a dotted module"
+    target = (
+        "a .py file, a package directory or a dotted module, optionally with :NAME, the "
+        "module's ToolRunner, Toolkit or a function returning one (tools.py:runner)"
+    )
     check = commands.add_parser("check", help="load the tools and report definition problems")
     check.add_argument("target", help=target)
     schema = commands.add_parser("schema", help="print the tool definitions as JSON")
@@ -361,12 +329,13 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
     serve.add_argument(
         "--deadline",
         type=deadline,
-        default=DEFAULT_DEADLINE,
+        default=DEFAULT,
         metavar="SECONDS",
         help=f"the longest a call may take, retries and their waits included (default "
         f"{DEFAULT_DEADLINE:g}, a little under the 60 s after which hosts commonly give up; "
         "'none': no deadline). A retry that would not fit is not waited for: the model gets "
-        "the error, with its retry_after_ms, at once",
+        "the error, with its retry_after_ms, at once. Not for a target that is a ToolRunner: "
+        "its own deadline applies",
     )
     return parser, run, serve
 

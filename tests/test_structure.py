@@ -339,10 +339,11 @@ def test_no_function_length_is_excused() -> None:
 
 
 #: What the definition phase hands the rest of tdk: its records and the public objects built
-#: on them. The checks that make a definition (build, options, docstrings, signature, schema,
-#: problems) are private to ``tdk._define``.
+#: on them, and the import of the modules they are loaded from (which the ``tdk`` command's
+#: targets read too). The checks that make a definition (build, options, docstrings,
+#: signature, schema, problems) are private to ``tdk._define``.
 DEFINITION_PRODUCTS = frozenset(
-    {"tdk._define.definition", "tdk._define.tool", "tdk._define.toolkit"}
+    {"tdk._define.definition", "tdk._define.modules", "tdk._define.tool", "tdk._define.toolkit"}
 )
 
 

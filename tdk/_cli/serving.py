@@ -32,8 +32,10 @@ from tdk._cli.addresses import reach_of, unbracketed
 from tdk._cli.process import THREADS_GRACE, threads_held
 from tdk._cli.served_streams import ServedStreams, served_streams
 from tdk._cli.streams import flush_stdout
-from tdk._define.toolkit import Toolkit
+from tdk._cli.targets import Target
+from tdk._execution.default import Default
 from tdk._execution.loop import run_in_new_loop
+from tdk.runner import RetryPolicy, ToolRunner
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -88,16 +90,16 @@ def host_refusal(host: str, *, allowed: bool) -> str | None:
 
 def serve_command(
     options: argparse.Namespace,
-    load: Callable[[], Toolkit | None],
+    load: Callable[[], Target | int],
     missing: str | None,
     *,
     process: bool = False,
 ) -> int:
-    """Run ``tdk serve`` with the parsed ``options``; ``load`` loads the target's toolkit (or
-    reports why it cannot and gives None); ``missing`` is what :func:`serving_packages` said,
-    before the target's folder was on ``sys.path``. ``process``: this is the process's own
-    command (not ``main()`` called in a program), which may leave threads of the module
-    behind when it ends. Returns the exit status."""
+    """Run ``tdk serve`` with the parsed ``options``; ``load`` loads what the target names (or
+    reports why it cannot and gives the exit status); ``missing`` is what
+    :func:`serving_packages` said, before the target's folder was on ``sys.path``.
+    ``process``: this is the process's own command (not ``main()`` called in a program),
+    which may leave threads of the module behind when it ends. Returns the exit status."""
     if missing is not None:
         print(f"tdk serve: {missing}", file=sys.stderr)
         return 1
@@ -110,26 +112,47 @@ def serve_command(
 
 def _serve(
     options: argparse.Namespace,
-    load: Callable[[], Toolkit | None],
+    load: Callable[[], Target | int],
     streams: ServedStreams,
     *,
     process: bool,
 ) -> int:
     """The exit status (see :func:`serve_command`)."""
-    toolkit = load()
+    target = load()
     streams.take_back()
-    if toolkit is None:
-        return 1
+    if isinstance(target, int):
+        return target
+    runner = _runner_of(target, options.deadline, streams)
+    if runner is None:
+        return 2
     with _logging_to(streams):
-        return _serve_toolkit(options, toolkit, streams, process=process)
+        return _serve_runner(options, runner, streams, process=process)
 
 
-def _serve_toolkit(
-    options: argparse.Namespace, toolkit: Toolkit, streams: ServedStreams, *, process: bool
+def _runner_of(
+    target: Target, deadline: float | Default | None, streams: ServedStreams
+) -> ToolRunner | None:
+    """The runner that serves ``target``: the module's own, used as it is; else one with
+    retries and the ``--deadline`` (given or the default). None, once said why, for a
+    ``--deadline`` given with a runner of the module's (which has its own)."""
+    if target.runner is None:
+        limit = DEFAULT_DEADLINE if isinstance(deadline, Default) else deadline
+        return ToolRunner(target.toolkit, retry=RetryPolicy(), deadline=limit)
+    if not isinstance(deadline, Default):
+        streams.say(
+            f"tdk serve: --deadline is for tools or a Toolkit: the {target.origin} is served "
+            "as it is, with its own deadline (ToolRunner(..., deadline=...))"
+        )
+        return None
+    return target.runner
+
+
+def _serve_runner(
+    options: argparse.Namespace, runner: ToolRunner, streams: ServedStreams, *, process: bool
 ) -> int:
     from tdk.hosts import mcp
-    from tdk.runner import RetryPolicy, ToolRunner
 
+    toolkit = runner.toolkit
     context = mcp.context_from_environment(toolkit)
     for item in toolkit:
         for secret in item.definition.requirements.secrets:
@@ -138,7 +161,6 @@ def _serve_toolkit(
                     f"tdk serve: {secret} is not set in the environment: calls of "
                     f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT"
                 )
-    runner = ToolRunner(toolkit, retry=RetryPolicy(), deadline=options.deadline)
     serving: Coroutine[Any, Any, None]
     if options.http:
         from tdk.hosts._mcp_http import serve_http
