@@ -35,6 +35,7 @@ from tdk._cli.process import can_supervise, import_guard, supervised
 from tdk._cli.serving import DEFAULT_DEADLINE, host_refusal, serve_command, serving_packages
 from tdk._cli.streams import streams_aside
 from tdk._cli.targets import Target, TargetError, load_target, script_path
+from tdk._cli.workers import WORKER_OPTION, seat, serve_workers
 from tdk._define.tool import collect_definition_errors
 from tdk._define.toolkit import Toolkit
 from tdk._execution.context import ToolContext
@@ -118,6 +119,9 @@ def _check(target: Target) -> int:
     return 0
 
 
+#: ``tdk serve --workers`` at most (each worker is a process that loads the target).
+MAX_WORKERS: Final = 256
+
 #: ``tdk schema --format``: each host format, as the ``tools=`` of its API takes it.
 SCHEMA_FORMATS: Final = ("json", "openai", "openai-strict", "responses", "anthropic", "mcp")
 
@@ -195,10 +199,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
+    if options.command == "serve" and options.workers is not None and not options.http:
+        serve.error("--workers serves HTTP: give --http too (over stdio one host runs one server)")
     if options.command == "serve" and options.http:
         refusal = host_refusal(options.host, allowed=options.allow_unauthenticated)
         if refusal is not None:
             serve.error(refusal)  # exits 2: a server open to the network is asked for by name
+        if (options.workers or 1) > 1 and options.worker is None:
+            return serve_workers(options, sys.argv[1:] if argv is None else argv)
 
     process = argv is None
     if process and options.command != "serve" and can_supervise():
@@ -259,6 +267,15 @@ def port(text: str) -> int:
     """A TCP port, 1 to 65535 (for argparse: its ``ValueError`` is a usage error)."""
     number = int(text)
     if not 1 <= number <= 65535:
+        raise ValueError(number)
+    return number
+
+
+def workers(text: str) -> int:
+    """``--workers``: a number of processes, 1 to :data:`MAX_WORKERS` (for argparse: its
+    ``ValueError`` is a usage error)."""
+    number = int(text)
+    if not 1 <= number <= MAX_WORKERS:
         raise ValueError(number)
     return number
 
@@ -336,6 +353,18 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
         "'none': no deadline). A retry that would not fit is not waited for: the model gets "
         "the error, with its retry_after_ms, at once. Not for a target that is a ToolRunner: "
         "its own deadline applies",
+    )
+    serve.add_argument(
+        "--workers",
+        type=workers,
+        default=None,
+        metavar="N",
+        help="with --http: N processes serving the one port (default 1), statelessly: any call "
+        "may reach any of them. A runner's limits and circuits hold across them with its "
+        "RedisStore. A worker that dies is said on stderr and not replaced",
+    )
+    serve.add_argument(
+        WORKER_OPTION, type=seat, default=None, dest="worker", help=argparse.SUPPRESS
     )
     return parser, run, serve
 

@@ -24,18 +24,23 @@ import enum
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tdk._cli.addresses import reach_of, unbracketed
 from tdk._cli.process import THREADS_GRACE, threads_held
 from tdk._cli.served_streams import ServedStreams, served_streams
 from tdk._cli.streams import flush_stdout
 from tdk._cli.targets import Target
+from tdk._cli.workers import Seat, say_ready, watch_lifeline
 from tdk._execution.default import Default
 from tdk._execution.loop import run_in_new_loop
 from tdk.runner import RetryPolicy, ToolRunner
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -154,7 +159,8 @@ def _serve_runner(
 
     toolkit = runner.toolkit
     context = mcp.context_from_environment(toolkit)
-    for item in toolkit:
+    seat: Seat | None = options.worker
+    for item in toolkit if seat is None or seat.index == 0 else ():  # (said by one worker)
         for secret in item.definition.requirements.secrets:
             if secret not in context.secrets:
                 streams.say(
@@ -162,23 +168,16 @@ def _serve_runner(
                     f"{item.name} will answer TOOL_RUNTIME_MISSING_REQUIREMENT"
                 )
     serving: Coroutine[Any, Any, None]
+    lifeline = None
     if options.http:
-        from tdk.hosts._mcp_http import serve_http
-
-        host = unbracketed(options.host)
-        if options.allow_unauthenticated and reach_of(host) != "loopback":
-            streams.say(
-                f"tdk serve: WARNING: serving on {host} without authentication "
-                "(--allow-unauthenticated): whoever reaches it can call every tool"
-            )
         server = mcp.server(toolkit, runner=runner, context=context)
-        serving = serve_http(
-            server, host, options.port, on_listening=lambda url: streams.say(f"tdk serve: {url}")
-        )
+        serving, lifeline = _http_serving(options, server, streams, seat)
     else:
         serving = mcp.serve(toolkit, "stdio", runner=runner, context=context)
     try:
-        outcome = run_in_new_loop(_until_signalled(serving, streams, process=process))
+        outcome = run_in_new_loop(
+            _until_signalled(serving, streams, process=process, lifeline=lifeline)
+        )
     except BaseExceptionGroup as group:  # the SDK's task group: the host stopped reading
         if group.split(BrokenPipeError)[1] is not None:
             raise
@@ -187,6 +186,9 @@ def _serve_runner(
         reason = cannot.strerror or type(cannot).__name__
         streams.say(f"tdk serve: cannot serve on {options.host}:{options.port}: {reason}")
         return 1
+    finally:
+        if lifeline is not None:
+            lifeline.close()
     if outcome is _Outcome.HOST_LEFT:
         streams.say(_LEFT_BEHIND)
         return 0
@@ -196,8 +198,35 @@ def _serve_runner(
         # The protocol's reader is a thread blocked in read(): it would hold the process until
         # the host writes again. Everything is shut down; flush and leave now.
         _exit_now(streams, 130, "tdk: interrupted")
-    streams.say("tdk: interrupted")
+    if seat is None:  # (a worker's supervisor says it for all)
+        streams.say("tdk: interrupted")
     return 130
+
+
+def _http_serving(
+    options: argparse.Namespace, server: Server[Any], streams: ServedStreams, seat: Seat | None
+) -> tuple[Coroutine[Any, Any, None], socket.socket | None]:
+    """Serving ``server`` over streamable HTTP, and, for a worker of ``tdk serve --workers``
+    (its ``seat``), its control socket: the listening socket is its supervisor's, and the
+    URL is said by the supervisor once this worker says it serves."""
+    from tdk.hosts._mcp_http import serve_http
+
+    host = unbracketed(options.host)
+    if seat is None:
+        if options.allow_unauthenticated and reach_of(host) != "loopback":
+            streams.say(
+                f"tdk serve: WARNING: serving on {host} without authentication "
+                "(--allow-unauthenticated): whoever reaches it can call every tool"
+            )
+        serving = serve_http(
+            server, host, options.port, on_listening=lambda url: streams.say(f"tdk serve: {url}")
+        )
+        return serving, None
+    listener, control = seat.sockets()
+    serving = serve_http(
+        server, host, options.port, on_listening=lambda _: say_ready(control), listener=listener
+    )
+    return serving, control
 
 
 #: Said when the host has left and a call has not ended once cancelled.
@@ -216,10 +245,15 @@ class _Outcome(enum.Enum):
 
 
 async def _until_signalled(
-    serving: Coroutine[Any, Any, None], streams: ServedStreams, *, process: bool
+    serving: Coroutine[Any, Any, None],
+    streams: ServedStreams,
+    *,
+    process: bool,
+    lifeline: socket.socket | None = None,
 ) -> _Outcome:
-    """Run ``serving`` until it ends, SIGINT or SIGTERM cancels it, or the host has left and
-    it has not ended :data:`HOST_GONE_GRACE` seconds later (then, for the process's own
+    """Run ``serving`` until it ends, SIGINT or SIGTERM cancels it (or, for a worker of
+    ``tdk serve --workers``, its ``lifeline`` to the supervisor closes), or the host has left
+    and it has not ended :data:`HOST_GONE_GRACE` seconds later (then, for the process's own
     command, the process ends at once, with status 0: what is left behind would only get
     in the way of the loop's closing)."""
     loop = asyncio.get_running_loop()
@@ -246,6 +280,8 @@ async def _until_signalled(
         streams.protocol.when_ended(host_left)
     for each in signals:
         loop.add_signal_handler(each, stop)
+    if lifeline is not None:  # a worker whose supervisor is gone stops as on SIGTERM
+        watch_lifeline(loop, lifeline, stop)
     try:
         await asyncio.wait({task, gave_up}, return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
@@ -262,6 +298,8 @@ async def _until_signalled(
     finally:
         for each in signals:
             loop.remove_signal_handler(each)
+        if lifeline is not None:
+            loop.remove_reader(lifeline)
     return _Outcome.ENDED
 
 
