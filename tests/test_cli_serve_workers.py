@@ -367,6 +367,7 @@ def test_a_signal_stops_every_worker_and_the_supervisor(plain: Path, how: str) -
         assert until_gone(pids) == []
     assert not accepts(port)
     assert "was ended by" not in served.text
+    assert "killed" not in served.text  # (each ended by the signal passed on)
     assert "Traceback" not in served.text
 
 

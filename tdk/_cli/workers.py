@@ -229,7 +229,7 @@ async def _supervise(plan: _Plan) -> int:
         workers.append(await _start(plan, 0))
         if not await _serves(workers[0], signalled):
             if signalled.done():
-                return await _stop(workers, signalled.result())
+                return await _stop(workers, signalled.result(), plan)
             status = await workers[0].ended  # (it said why, on the stderr it shares)
             return status if status > 0 else 1
         for note in plan.notes:
@@ -238,7 +238,7 @@ async def _supervise(plan: _Plan) -> int:
         workers += others
         await asyncio.gather(*(_serves(each, signalled) for each in others))
         if signalled.done():
-            return await _stop(workers, signalled.result())
+            return await _stop(workers, signalled.result(), plan)
         pids = ", ".join(str(each.process.pid) for each in workers)
         plan.say(f"tdk serve: {plan.count} worker processes (pids {pids})")
         return await _watch(workers, signalled, plan)
@@ -268,7 +268,7 @@ async def _watch(workers: list[_Worker], signalled: asyncio.Future[int], plan: _
         waiting: set[asyncio.Future[int]] = {signalled, *live}
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if signalled.done():
-            return await _stop(list(live.values()), signalled.result())
+            return await _stop(list(live.values()), signalled.result(), plan)
         for task in [task for task in live if task.done()]:
             ended = live.pop(task)
             plan.say(
@@ -279,9 +279,9 @@ async def _watch(workers: list[_Worker], signalled: asyncio.Future[int], plan: _
     return 1
 
 
-async def _stop(workers: list[_Worker], number: int) -> int:
+async def _stop(workers: list[_Worker], number: int, plan: _Plan) -> int:
     """Pass the signal ``number`` on to each worker still running, give them
-    :data:`STOP_GRACE` seconds to end, kill those left; status 130."""
+    :data:`STOP_GRACE` seconds to end, kill those left (saying so); status 130."""
     for each in workers:
         if each.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -291,6 +291,7 @@ async def _stop(workers: list[_Worker], number: int) -> int:
         await asyncio.wait(ended, timeout=STOP_GRACE)
     for each in workers:
         if not each.ended.done():
+            plan.say(f"tdk serve: {each} did not end within {STOP_GRACE:g} s: killed")
             with contextlib.suppress(ProcessLookupError):
                 each.process.kill()
     if ended:
