@@ -1569,3 +1569,35 @@ def test_mcp_server_span_records_no_tool_name_a_client_made_up(otel: Otel, mode:
     unknown = [each for each in served if each.name == "tools/call _unknown"]
     assert all(each.attributes["gen_ai.tool.name"] == "_unknown" for each in unknown)
     assert all(each.attributes["error.type"] == "tool_error" for each in unknown)
+
+
+# --- progress --------------------------------------------------------------------------------
+
+
+@tool
+def reporting(context: ToolContext) -> int:
+    """Report two steps (a sync tool, in its worker thread), one message quoting a secret."""
+    context.progress(1, 2)
+    context.progress(2, 2, f"done with {context.get_secret('KEY')}")
+    return 2
+
+
+def test_progress_is_a_span_event_when_traced(otel: Otel) -> None:
+    """Without a host to carry it, a traced call's progress is an event of its span (a
+    message redacted with the call's secrets)."""
+    secret = "progress-secret-in-span-41"
+    result = run(reporting.run({}, context=ToolContext(secrets={"KEY": secret})))
+    assert result.value == 2
+    [span] = otel.spans()
+    assert events(span) == [
+        ("tdk.progress", {"tdk.progress.done": 1.0, "tdk.progress.total": 2.0}),
+        (
+            "tdk.progress",
+            {
+                "tdk.progress.done": 2.0,
+                "tdk.progress.total": 2.0,
+                "tdk.progress.message": "done with [REDACTED]",
+            },
+        ),
+    ]
+    assert secret not in otel.text()

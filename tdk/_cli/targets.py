@@ -123,10 +123,10 @@ def _named(module: ModuleType, target: str, name: str) -> Target:
         )
     if not callable(value) or isinstance(value, type):
         raise TargetError(f"{target} is {_article(value)}, not {_SERVABLE}")
-    return _made(value, target, name)
+    return _made_by_factory(value, target, name)
 
 
-def _made(factory: Any, target: str, name: str) -> Target:
+def _made_by_factory(factory: Any, target: str, name: str) -> Target:
     """What the factory ``factory`` (the attribute ``name``) returns, called now."""
     if inspect.iscoroutinefunction(factory):
         raise TargetError(

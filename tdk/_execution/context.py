@@ -12,12 +12,13 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import quote, quote_plus
 
+from tdk._execution.progress import report_progress
 from tdk._failures.redact import SHORTEST_EXACT_SECRET
 from tdk.errors import ToolRequirementError
 
@@ -245,6 +246,21 @@ class ToolContext:
                     "add it to ToolContext(metadata={...})."
                 ),
             ) from None
+
+    def progress(
+        self, done: float, total: float | None = None, message: str | None = None
+    ) -> Awaitable[None]:
+        """Report how far the call has come: ``done`` out of ``total`` (None: unknown), with
+        an optional ``message`` for the user. Over MCP, a client that asked for progress gets
+        ``notifications/progress`` (at most 4 a second, ``done`` never going down, the last
+        report never dropped); when the call is traced, its span gets an event; elsewhere it
+        does nothing. ``await context.progress(3, 10)`` in an async tool; a sync tool may
+        call it without ``await``. A host that resets its timeout on progress keeps a long
+        call alive this way.
+
+        .. versionadded:: 0.2.0
+        """
+        return report_progress(done, total, message, secrets_of(self))
 
     def __repr__(self) -> str:
         secrets = "{" + ", ".join(f"{name!r}: '***'" for name in self.secrets) + "}"

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from tdk._compat.otel_globals import stand_in_meters, unset_check
 from tdk._execution.context import ToolContext, secrets_of
+from tdk._execution.progress import listening
 from tdk._execution.result import ToolResult
 from tdk._failures.hidden import HIDDEN_CHARACTERS
 from tdk._failures.redact import redact_text
@@ -48,6 +49,7 @@ __all__ = [
     "circuit_changed",
     "counted",
     "event",
+    "progress_event",
     "traced_attempt",
 ]
 
@@ -118,6 +120,21 @@ def event(name: str, attributes: Mapping[str, Any]) -> None:
             telemetry.api.trace.get_current_span().add_event(name, dict(attributes))
 
 
+def progress_event(
+    done: float | None, total: float | None, message: str | None, secrets: tuple[str, ...]
+) -> None:
+    """A report of ``ToolContext.progress()`` as an event of the traced call's span (the
+    runner's own reports, ``done`` None, have events of their own)."""
+    if done is None:
+        return
+    attributes: dict[str, Any] = {"tdk.progress.done": done}
+    if total is not None:
+        attributes["tdk.progress.total"] = total
+    if message is not None:
+        attributes["tdk.progress.message"] = attribute_text(message, secrets)
+    event("tdk.progress", attributes)
+
+
 class Telemetry:
     """The tracer and instruments of one pair of providers. Every use of them is guarded:
     telemetry that fails (a broken exporter, a provider that raises) costs its record, never
@@ -168,7 +185,10 @@ class Telemetry:
             attributes["gen_ai.tool.call.id"] = attribute_text(call_id, secrets)
         token = _CALL.set(self)  # the attempts, events and counts of this call use it
         try:
-            with self._span(f"execute_tool {shown}", attributes) as span:
+            with (
+                self._span(f"execute_tool {shown}", attributes) as span,
+                listening(progress_event) if self.tracer is not None else contextlib.nullcontext(),
+            ):
                 result = await running
                 if span is not None:
                     with contextlib.suppress(Exception):

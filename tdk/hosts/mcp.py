@@ -34,11 +34,10 @@ See ``docs/mcp.md``.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
 
 try:
@@ -69,18 +68,31 @@ from tdk.errors import FatalToolError
 from tdk.hosts._mcp_answer import answer
 from tdk.hosts._mcp_http import serve_http
 from tdk.hosts._mcp_load import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNREAD, Load
+from tdk.hosts._mcp_progress import with_progress
+from tdk.hosts._mcp_request import (
+    CallRequest,
+    ClientInfo,
+    ContextMaker,
+    ContextSource,
+    context_maker,
+)
 from tdk.hosts._mcp_shape import mcp_tool, output_is_wrapped
 from tdk.hosts._mcp_spans import ServerSpans
 from tdk.hosts._mcp_stdio import stdio_streams
 from tdk.hosts._source import Source, rendered
 from tdk.runner import ToolRunner
 
-__all__ = ["context_from_environment", "result", "serve", "server", "tools"]
+__all__ = [
+    "CallRequest",
+    "ClientInfo",
+    "context_from_environment",
+    "result",
+    "serve",
+    "server",
+    "tools",
+]
 
 logger = logging.getLogger("tdk.hosts.mcp")
-
-#: What ``context=`` takes: one context for every call, or a function making one per call.
-ContextSource = ToolContext | Callable[[], ToolContext] | None
 
 
 def tools(source: Source) -> list[types.Tool]:
@@ -120,8 +132,10 @@ def server(
     ``source`` is a ``Toolkit`` or an iterable of tools (``ToolDefinition``s cannot run).
     ``runner`` runs the calls (its toolkit must be ``source`` when both are given); without
     one, a ``ToolRunner`` with its defaults (no retries, no limits: give one to have them).
-    ``context`` is the ``ToolContext`` of every call, or a function returning one per call.
-    ``name`` defaults to the toolkit's.
+    ``context`` is the ``ToolContext`` of every call, or a function returning one per call
+    (it may be async): a function of one argument receives the call's :class:`CallRequest`
+    (its headers, verified token, ``_meta`` and client). A verified token's subject is the
+    ``user_id`` of a context given once that has none. ``name`` defaults to the toolkit's.
 
     ``max_in_flight`` bounds the calls running at once, and ``max_unread`` the messages
     written to a client and not yet read by it (over ``server.run()``'s streams: stdio, or
@@ -132,7 +146,7 @@ def server(
     calls = _Calls(
         toolkit,
         runner if runner is not None else ToolRunner(toolkit),
-        context,
+        context_maker(context),
         Load(max_in_flight, max_unread),
     )
     served = _Served(
@@ -156,7 +170,7 @@ class _Calls:
     __slots__ = ("context", "load", "runner", "toolkit", "wraps")
 
     def __init__(
-        self, toolkit: Toolkit, runner: ToolRunner, context: ContextSource, load: Load
+        self, toolkit: Toolkit, runner: ToolRunner, context: ContextMaker, load: Load
     ) -> None:
         self.toolkit = toolkit
         self.runner = runner
@@ -176,7 +190,7 @@ class _Calls:
         """The answer to one call, in its wire form: the SDK takes a handler's result as a
         dict too, and validates it (once, instead of a model built here and dumped there)."""
         call_id = None if request.request_id is None else str(request.request_id)
-        outcome = await self._outcome(params, call_id)
+        outcome = await self._outcome(request, params, call_id)
         wraps = self.wraps
         wrapped = outcome.error is None and (
             wraps[outcome.tool]
@@ -188,7 +202,10 @@ class _Calls:
         return cast(types.CallToolResult, answer(outcome, wrapped=wrapped))
 
     async def _outcome(
-        self, params: types.CallToolRequestParams, call_id: str | None
+        self,
+        request: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        call_id: str | None,
     ) -> ToolResult:
         """The result of the call: run by the runner, or refused (the server is busy), or the
         failure of what went wrong outside the tool."""
@@ -198,9 +215,10 @@ class _Calls:
         if failed is None:
             load.running += 1
             try:
-                each = await _context_for_call(self.context)
-                return await self.runner.run(
-                    params.name, params.arguments, context=each, call_id=call_id
+                each = await self.context(request)
+                return await with_progress(
+                    request,
+                    self.runner.run(params.name, params.arguments, context=each, call_id=call_id),
                 )
             except (SystemExit, KeyboardInterrupt) as stopped:
                 # A tool body that exits (argparse on the model's input): the call's answer,
@@ -247,17 +265,6 @@ class _Served(Server[Any]):
         await super().run(
             read_stream, self.load.counted(write_stream), initialization_options, raise_exceptions
         )
-
-
-async def _context_for_call(context: ContextSource) -> ToolContext | None:
-    """The context of one call: ``context``, or what the function ``context`` returns (awaited
-    when it is a coroutine); ``TypeError`` for anything else."""
-    each: Any = context() if callable(context) else context
-    if inspect.isawaitable(each):
-        each = await each
-    if each is not None and not isinstance(each, ToolContext):
-        raise TypeError(f"context= gave a {type(each).__name__}, not a ToolContext")
-    return each
 
 
 async def serve(

@@ -1,10 +1,12 @@
 """What the runner reports as it decides: typed events, and the instruments that hear them.
 
 The runner does not log or trace itself: at each decision that is not a plain success (a
-retry, a stop, a refusal, a circuit that changes, a wait for the limiter) it emits one event
-to its instruments (as stamina's ``RetryHook`` and Trio's ``Instrument`` hear theirs). tdk's
-log records (:class:`~tdk.runner._instruments.LogLines`) and OpenTelemetry events and metrics
-(:class:`~tdk.runner._instruments.OtelEvents`) are two instruments, subscribed by default.
+retry, a stop, a refusal, a circuit that changes, a wait for the limiter, a queue for a slot)
+it emits one event to its instruments (as stamina's ``RetryHook`` and Trio's ``Instrument``
+hear theirs). tdk's log records (:func:`~tdk.runner._instruments.log_lines`), OpenTelemetry
+events and metrics (:func:`~tdk.runner._instruments.otel_events`) and the call's progress
+(:func:`~tdk.runner._instruments.progress_reports`: a wait, said to the host) are three
+instruments, subscribed by default.
 Nothing is emitted on the way of a call that succeeds at once: its span and its result are
 the call scope's (:mod:`tdk._execution.call_scope`).
 """
@@ -24,6 +26,7 @@ __all__ = [
     "Event",
     "Instrument",
     "Instruments",
+    "Queued",
     "Refused",
     "RetryScheduled",
     "RetryStopped",
@@ -90,7 +93,16 @@ class Waiting:
     wait: float
 
 
-Event: TypeAlias = RetryScheduled | RetryStopped | Refused | CircuitChanged | Waiting
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A call of ``tool`` found no free slot (its bulkhead's, or the runner's
+    ``max_concurrency``) and queues for one, up to ``wait`` seconds."""
+
+    tool: str
+    wait: float
+
+
+Event: TypeAlias = RetryScheduled | RetryStopped | Refused | CircuitChanged | Waiting | Queued
 
 
 #: Hears the runner's events: called with each, in the order they happen, in the task of the

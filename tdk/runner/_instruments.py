@@ -1,5 +1,5 @@
-"""tdk's two default instruments of the runner: its log records and its OpenTelemetry
-events and metrics (:mod:`tdk.runner._events` says what they hear)."""
+"""tdk's default instruments of the runner: its log records, its OpenTelemetry events and
+metrics, and the call's progress (:mod:`tdk.runner._events` says what they hear)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ from typing import Final
 
 from tdk._execution.call_scope import logged_call_id
 from tdk._execution.context import secrets_of
+from tdk._execution.progress import listened, report
 from tdk._execution.telemetry import circuit_changed, counted, event
+from tdk.errors import ErrorCategory, ErrorInfo
 from tdk.runner._breaker import CircuitState
 from tdk.runner._events import (
     CircuitChanged,
     Event,
+    Queued,
     Refused,
     RetryScheduled,
     RetryStopped,
@@ -20,7 +23,7 @@ from tdk.runner._events import (
 )
 from tdk.runner._limiter import wait_ms
 
-__all__ = ["DEFAULT_INSTRUMENTS", "log_lines", "otel_events"]
+__all__ = ["DEFAULT_INSTRUMENTS", "log_lines", "otel_events", "progress_reports"]
 
 logger: Final = logging.getLogger("tdk.runner")
 """One INFO record per retry decision and per circuit transition."""
@@ -49,11 +52,52 @@ def otel_events(happened: Event) -> None:
         circuit_changed(happened.tool, happened.before.value, happened.after.value)
     elif type(happened) is Waiting:
         event("tdk.rate_limit.wait", {"tdk.wait_ms": wait_ms(happened.wait)})
+    elif type(happened) is Queued:
+        event("tdk.bulkhead.wait", {"tdk.wait_ms": wait_ms(happened.wait)})
+
+
+def progress_reports(happened: Event) -> None:
+    """A wait of the call, as a progress report saying why (``rate limited upstream:
+    retrying in 28 s, attempt 2 of 3``), for a host that carries progress to its client
+    (one that resets its timeout on progress keeps the call alive). Nothing is made when
+    no one listens."""
+    if not listened():
+        return
+    if type(happened) is RetryScheduled:
+        text = (
+            f"{_why(happened.error)}: retrying in {_spoken(happened.wait)}, "
+            f"attempt {happened.attempt + 1} of {happened.of}"
+        )
+    elif type(happened) is Waiting:
+        text = f"rate limited here: waiting {_spoken(happened.wait)} for a turn"
+    elif type(happened) is Queued:
+        text = f"busy: waiting up to {_spoken(happened.wait)} for a free slot"
+    else:
+        return
+    report(None, None, text)
 
 
 #: The instruments every runner has: OpenTelemetry first (a circuit's change is an event of
-#: the span before it is a log line, as it always was), then the log.
-DEFAULT_INSTRUMENTS: Final = (otel_events, log_lines)
+#: the span before it is a log line, as it always was), then the log, then the progress.
+DEFAULT_INSTRUMENTS: Final = (otel_events, log_lines, progress_reports)
+
+
+def _why(error: ErrorInfo) -> str:
+    """Why an attempt failed, in a few words for a user watching the call."""
+    if error.category is ErrorCategory.RATE_LIMIT:
+        return "rate limited upstream"
+    if error.status_code is not None:
+        return f"upstream answered {error.status_code}"
+    if error.category is ErrorCategory.TIMEOUT:
+        return "the attempt timed out"
+    if error.category is ErrorCategory.CONNECTION:
+        return "the upstream could not be reached"
+    return f"the attempt failed ({error.kind.value})"
+
+
+def _spoken(wait: float) -> str:
+    """A wait as a user reads it: ``28 s``, ``0.5 s``."""
+    return f"{wait:.0f} s" if wait >= 9.5 else f"{wait:.1g} s" if wait < 1 else f"{wait:.1f} s"
 
 
 def _log_decision(decided: RetryScheduled | RetryStopped) -> None:

@@ -16,6 +16,7 @@ from tdk._execution.threads import Job
 from tdk.errors import ErrorKind, ToolError
 from tdk.runner._bulkhead import Compartment, take_slots
 from tdk.runner._deadline import Deadline
+from tdk.runner._events import Queued
 from tdk.runner._gate import Gate
 from tdk.runner._plan import Plan
 from tdk.runner._refusals import bulkhead_full
@@ -70,6 +71,8 @@ class Slots:
         budget = bulkhead.max_wait if bulkhead is not None else 0.0
         if deadline is not None:
             budget = min(budget, deadline.remaining())
+        if budget > 0:
+            self._gate.instruments.emit(Queued(plan.name, budget))
         refused = await take_slots(plan.compartment, self.everyone, budget)
         if refused is None:
             return None
