@@ -30,6 +30,8 @@ from _mcp_support import HOST, SCENARIO_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, fa
 from _redis_support import RedisServer, command, running_redis
 from mcp import types
 
+from tdk._cli.addresses import bound, listening_address
+
 #: The shared runner of the load test: one quota (never refilled while the test runs) and
 #: one circuit for every worker, on Redis; each call that runs notes itself in a file.
 SHARED = '''
@@ -481,3 +483,36 @@ def test_every_worker_drains_its_stderr_and_holds_the_deadline(plain: Path) -> N
     for each in waits:
         assert facts(each)["kind"] == "UPSTREAM_RUNTIME_RATE_LIMIT"
         assert facts(each)["retry_after_ms"] == 21_600_000
+
+
+# -- 5. the listening socket ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"], ids=["ipv4", "ipv6"])
+def test_connections_of_the_listening_socket_have_nagle_off(host: str) -> None:
+    """The socket ``tdk serve --http`` listens on (and its workers share) says it is TCP, so
+    asyncio turns Nagle's algorithm off on each connection it accepts: with it on, a response
+    written in two parts (headers, then body) waited for the client's delayed ACK, some 40 ms
+    a call."""
+
+    async def accepted_nodelay(listener: socket.socket) -> int:
+        loop = asyncio.get_running_loop()
+        said: asyncio.Future[int] = loop.create_future()
+
+        def connected(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            said.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(connected, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection(host, listener.getsockname()[1])
+            try:
+                return await said
+            finally:
+                writer.close()
+                await writer.wait_closed()
+
+    with bound(listening_address(host, 0)) as listener:
+        listener.listen()
+        assert run(accepted_nodelay(listener)) != 0
