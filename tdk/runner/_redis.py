@@ -484,6 +484,9 @@ class RedisStore(StateStore):
     ) -> Entry:
         args = [*_acquire_args(policy, probe_lifetime), *_admit_args(limit)]
         answer = await link.enter(keys=[key, log_key], args=args)
+        if len(answer) == 2:  # the common answer: a closed circuit's ticket, admitted
+            ticket, failures = answer
+            return Entry(Verdict(int(ticket), _CLOSED, _CLOSED, int(failures), None), 0.0)
         verdict = self._verdict(key, answer[:6])
         if verdict.ticket is None:
             return Entry(verdict, None)

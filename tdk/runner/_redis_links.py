@@ -81,12 +81,16 @@ def client_from(url: str, timeout: float) -> aioredis.Redis:
 
     The pool waits (up to the timeout) for a free connection rather than fail at once: a
     burst of calls is no outage. A dropped connection (an idle one a proxy closed) is tried
-    once more on a fresh one before it counts as one.
+    once more on a fresh one before it counts as one. Connecting is bounded by the timeout;
+    a command's reply is bounded by the store itself (each command runs within the store's
+    timeout, or less for a call with a deadline), not by a socket timeout: redis-py would
+    run every write of the client as a task of its own under ``wait_for``, and every read
+    under a timeout of its own, doubling what the store's one bound does (some 20 us a
+    command, the most of the store's cost after the round trip itself).
     """
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         timeout=timeout,
-        socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 1),
         retry_on_error=[RedisConnectionError],

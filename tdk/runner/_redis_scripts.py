@@ -32,27 +32,28 @@ __all__ = ["ACQUIRE", "ADMIT", "ENTER", "PEEK", "RECORD"]
 _ADMIT_LOG: Final = """
 local function admit_log(key, calls, period, member, ttl)
   local replaced = ''
-  local kind = redis.call('TYPE', key)['ok']
-  if kind ~= 'zset' and kind ~= 'none' then
-    redis.call('DEL', key)
-    replaced = kind
-  end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   calls = tonumber(calls)
   period = tonumber(period)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
+  local trimmed = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', now - period)
+  if type(trimmed) == 'table' and trimmed['err'] then
+    replaced = redis.call('TYPE', key)['ok']  -- (WRONGTYPE: a value of another type)
+    redis.call('DEL', key)
+  end
+  local count = redis.call('ZCARD', key)
   -- The key names its limit, and no admission adds past it: a longer log is none of ours
   -- (and reading it whole below would cost what its planter chose).
-  if redis.call('ZCARD', key) > calls then
+  if count > calls then
     redis.call('DEL', key)
     replaced = 'zset longer than its limit'
+    count = 0
   end
   -- Entries later than now (a server whose clock stepped back, a failover to a replica
   -- behind it) count as made now, as in process: no wait is ever longer than the period.
+  -- (Their new scores leave the count as it is.)
   local later = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf')
   for _, entry in ipairs(later) do redis.call('ZADD', key, now, entry) end
-  local count = redis.call('ZCARD', key)
   if count < calls then
     redis.call('ZADD', key, now, now .. ':' .. member)
     redis.call('PEXPIRE', key, ttl)
@@ -79,13 +80,13 @@ return admit_log(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 # The circuit's fields, read and written by the three circuit scripts.
 _LOAD: Final = """
 local replaced = ''
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'hash' and kind ~= 'none' then
-  redis.call('DEL', KEYS[1])
-  replaced = kind
-end
-local f = redis.call('HMGET', KEYS[1], 'state', 'failures', 'opened_at', 'probes',
+local f = redis.pcall('HMGET', KEYS[1], 'state', 'failures', 'opened_at', 'probes',
   'probes_expire', 'generation')
+if f['err'] then  -- (WRONGTYPE: a value of another type, replaced)
+  replaced = redis.call('TYPE', KEYS[1])['ok']
+  redis.call('DEL', KEYS[1])
+  f = {}
+end
 local function count(text)  -- a whole number >= 0: anything else (nan, inf, -1) is 0
   local n = tonumber(text)
   if n == nil or n ~= n or n < 0 or n >= 2^53 then return 0 end
@@ -160,7 +161,9 @@ return acquire_circuit(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 #: one atomic step (one round trip for a call that has both policies). KEYS[1]: the circuit,
 #: KEYS[2]: the log (a standalone server: the two keys may lie in different cluster slots).
 #: ARGV: ACQUIRE's four, then ADMIT's four. Returns ACQUIRE's answer followed by ADMIT's
-#: {wait, replaced}; a refused ticket leaves the log alone and answers {-1, ''} for it.
+#: {wait, replaced}; a refused ticket leaves the log alone and answers {-1, ''} for it. The
+#: common answer (a closed circuit's ticket, admitted, no key replaced) is short: {ticket,
+#: failures}.
 ENTER: Final = (
     _LOAD
     + _ACQUIRE_CIRCUIT
@@ -169,6 +172,11 @@ ENTER: Final = (
 local verdict = acquire_circuit(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 local admitted = {-1, ''}
 if verdict[1] >= 0 then admitted = admit_log(KEYS[2], ARGV[5], ARGV[6], ARGV[7], ARGV[8]) end
+-- The common answer, short: a closed circuit's ticket, admitted, nothing replaced.
+if verdict[3] == 'closed' and verdict[2] == 'closed' and admitted[1] == 0
+    and verdict[6] == '' and admitted[2] == '' then
+  return {verdict[1], verdict[4]}
+end
 verdict[7] = admitted[1]
 verdict[8] = admitted[2]
 return verdict
