@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import re
 import signal
@@ -30,6 +31,7 @@ from _mcp_support import HOST, SCENARIO_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, fa
 from _redis_support import RedisServer, command, running_redis
 from mcp import types
 
+from tdk.__main__ import main
 from tdk._cli.addresses import bound, listening_address
 
 #: The shared runner of the load test: one quota (never refilled while the test runs) and
@@ -516,3 +518,69 @@ def test_connections_of_the_listening_socket_have_nagle_off(host: str) -> None:
     with bound(listening_address(host, 0)) as listener:
         listener.listen()
         assert run(accepted_nodelay(listener)) != 0
+
+
+# -- 6. the supervisor in this process (main() called by a program) ---------------------------
+
+
+class Said(io.TextIOBase):
+    """A ``sys.stderr`` of the program's own (no descriptor), read by another thread."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._changed = threading.Condition()
+
+    def write(self, text: str) -> int:
+        with self._changed:
+            self.text += text
+            self._changed.notify_all()
+        return len(text)
+
+    def wait_for(self, pattern: re.Pattern[str], stop: threading.Event) -> re.Match[str] | None:
+        """The first match of ``pattern`` (waited for at most ``START_TIMEOUT`` s, or until
+        ``stop`` is set)."""
+        ends = time.monotonic() + START_TIMEOUT
+        with self._changed:
+            while not (found := pattern.search(self.text)):
+                if stop.is_set() or time.monotonic() > ends:
+                    return None
+                self._changed.wait(0.1)
+            return found
+
+
+def test_main_supervises_workers_in_process(plain: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main()`` called in a program supervises its workers as the command does: it says the
+    URL and the pids on the program's ``sys.stderr``, the workers answer in both eras, and a
+    SIGINT to the program stops them all and returns 130."""
+    port = free_port()
+    url = f"http://{HOST}:{port}/mcp"
+    said = Said()
+    monkeypatch.setattr(sys, "stderr", said)
+    done = threading.Event()
+    answered: list[int] = []
+
+    def drive() -> None:
+        if said.wait_for(PIDS, done) is None:
+            return
+        for mode in ("auto", "legacy"):
+            answered.append(run(call(url, "pid", {"n": 1}, mode)).structured_content["result"])
+        if not done.is_set():  # (the supervisor's handler is in place while it serves)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    try:
+        target = str(plain / "plain_tools.py")
+        status = main(["serve", target, "--http", "--port", str(port), "--workers", "2"])
+    finally:
+        done.set()
+        driver.join(SCENARIO_TIMEOUT)
+    assert status == 130, said.text
+    assert f"tdk serve: {url}" in said.text
+    found = PIDS.search(said.text)
+    assert found is not None, said.text
+    pids = [int(each) for each in found.group(2).split(", ")]
+    assert len(answered) == 2
+    assert set(answered) <= set(pids)
+    assert until_gone(pids) == []
+    assert not accepts(port)

@@ -24,8 +24,9 @@ loaded is so reported once, by that worker, and the command ends with its status
 for a usage error), as one process would; the URL is said once the first worker serves, and
 the workers' pids once every worker serves (one that ended instead is said as below).
 
-**Stop.** SIGINT and SIGTERM are passed on to every worker, once: workers run in process
-groups of their own, so a Ctrl-C in a terminal reaches them through the supervisor only.
+**Stop.** SIGINT and SIGTERM are passed on to every worker, once, as SIGTERM: workers run in
+process groups of their own, so a Ctrl-C in a terminal reaches them through the supervisor
+only.
 Each ends as one server does (its calls cancelled, its sessions closed); one still running
 after :data:`STOP_GRACE` seconds is killed. Status 130. A worker whose supervisor is gone
 (killed, so that it could pass nothing on) sees its control socket close and stops as on
@@ -55,6 +56,7 @@ from typing import Any, Final
 
 from tdk._cli.addresses import bound, listening_address, reach_of, unbracketed
 from tdk._cli.drain import Drain
+from tdk._cli.streams import on_descriptor, open_stderr
 from tdk._execution.loop import run_in_new_loop
 
 __all__ = [
@@ -133,7 +135,10 @@ def seat(text: str) -> Seat:
 def serve_workers(options: argparse.Namespace, argv: Sequence[str]) -> int:
     """Supervise ``options.workers`` workers of ``tdk serve`` (``argv``: its command line,
     without the program) until a signal or the last worker's end; the exit status."""
-    errors = Drain(sys.stderr.fileno(), "stderr")  # (never blocks: nobody may read it)
+    open_stderr()
+    stream = sys.stderr  # (a test's capture, an embedding program's file: written as it is)
+    target = stream if stream is not None and not on_descriptor(stream, 2) else 2
+    errors = Drain(target, "stderr")  # (never blocks: nobody may read it)
 
     def say(line: str) -> None:
         errors.put(f"{line}\n".encode(errors="backslashreplace"))
@@ -229,7 +234,7 @@ async def _supervise(plan: _Plan) -> int:
         workers.append(await _start(plan, 0))
         if not await _serves(workers[0], signalled):
             if signalled.done():
-                return await _stop(workers, signalled.result(), plan)
+                return await _stop(workers, plan)
             status = await workers[0].ended  # (it said why, on the stderr it shares)
             return status if status > 0 else 1
         for note in plan.notes:
@@ -238,7 +243,7 @@ async def _supervise(plan: _Plan) -> int:
         workers += others
         await asyncio.gather(*(_serves(each, signalled) for each in others))
         if signalled.done():
-            return await _stop(workers, signalled.result(), plan)
+            return await _stop(workers, plan)
         pids = ", ".join(str(each.process.pid) for each in workers)
         plan.say(f"tdk serve: {plan.count} worker processes (pids {pids})")
         return await _watch(workers, signalled, plan)
@@ -268,7 +273,7 @@ async def _watch(workers: list[_Worker], signalled: asyncio.Future[int], plan: _
         waiting: set[asyncio.Future[int]] = {signalled, *live}
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if signalled.done():
-            return await _stop(list(live.values()), signalled.result(), plan)
+            return await _stop(list(live.values()), plan)
         for task in [task for task in live if task.done()]:
             ended = live.pop(task)
             plan.say(
@@ -279,13 +284,15 @@ async def _watch(workers: list[_Worker], signalled: asyncio.Future[int], plan: _
     return 1
 
 
-async def _stop(workers: list[_Worker], number: int, plan: _Plan) -> int:
-    """Pass the signal ``number`` on to each worker still running, give them
-    :data:`STOP_GRACE` seconds to end, kill those left (saying so); status 130."""
+async def _stop(workers: list[_Worker], plan: _Plan) -> int:
+    """Pass the signal on to each worker still running, as SIGTERM (a worker serving takes it
+    as it takes Ctrl-C; one still loading its target ends quietly, where a SIGINT would print
+    Python's ``KeyboardInterrupt`` traceback); give them :data:`STOP_GRACE` seconds to end,
+    kill those left (saying so); status 130."""
     for each in workers:
         if each.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                each.process.send_signal(number)
+                each.process.send_signal(signal.SIGTERM)
     ended = {each.ended for each in workers}
     if ended:
         await asyncio.wait(ended, timeout=STOP_GRACE)
