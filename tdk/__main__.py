@@ -7,6 +7,7 @@
     tdk schema tools/weather.py --format openai-strict   # ... as a host's tools= takes them
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
     tdk serve tools/weather.py          # the tools over MCP, on stdio (--http: streamable HTTP)
+    tdk serve tools.py:runner --http --workers 4    # 4 processes on one port (tdk._cli.workers)
 
 A target is a ``.py`` file or a package directory (a target ending in ``.py`` or holding a
 ``/`` is always a path), or a dotted module name, optionally followed by ``:NAME``, the
@@ -17,8 +18,9 @@ a path, the folder holding the top-level module is first on ``sys.path`` while t
 runs, as for a script. What the module does to the process while imported (a fork,
 ``os._exit()``, a signal ignored) does not change what the command does
 (``tdk._cli.process``). Exit status: 0 on success, 1 when the module cannot be loaded or the
-call failed, 2 for a usage error (a target that names nothing to serve, and a ``tdk serve
---http --host`` that is not loopback, without ``--allow-unauthenticated``, included).
+call failed, 2 for a usage error (a target that names nothing to serve, a ``tdk serve
+--http --host`` that is not loopback, without ``--allow-unauthenticated``, and ``--workers``
+without ``--http``, included).
 """
 
 from __future__ import annotations

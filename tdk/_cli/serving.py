@@ -13,6 +13,8 @@ The server ends:
 - on Ctrl-C or SIGTERM, as its own shutdown would: sessions end, the socket closes. Status
   130.
 - when the host stops reading in the middle of a call (stdio). Status 0.
+- for a worker of ``tdk serve --workers`` (``tdk._cli.workers``), also when its supervisor is
+  gone (its control socket closes), as on SIGTERM.
 """
 
 from __future__ import annotations
