@@ -88,7 +88,7 @@ _BACKLOG: Final = 2048
 
 @dataclass(frozen=True, slots=True)
 class Seat:
-    """A worker's place, from its hidden ``--worker`` option: the listening socket it
+    """A worker's place, from its hidden ``--tdk-worker`` option: the listening socket it
     shares, its end of the control socket, and its number (0 for the first)."""
 
     listener: int
@@ -124,8 +124,8 @@ def watch_lifeline(
 
 
 def seat(text: str) -> Seat:
-    """The hidden ``--worker LISTENER:CONTROL:INDEX`` (for argparse: its ``ValueError`` is a
-    usage error)."""
+    """The hidden ``--tdk-worker LISTENER:CONTROL:INDEX`` (for argparse: its ``ValueError``
+    is a usage error)."""
     listener, control, index = (int(part) for part in text.split(":"))
     if min(listener, control, index) < 0:
         raise ValueError(text)
@@ -231,27 +231,37 @@ async def _supervise(plan: _Plan) -> int:
         loop.add_signal_handler(number, on_signal, number)
     workers: list[_Worker] = []
     try:
-        workers.append(await _start(plan, 0))
-        if not await _serves(workers[0], signalled):
-            if signalled.done():
-                return await _stop(workers, plan)
-            status = await workers[0].ended  # (it said why, on the stderr it shares)
-            return status if status > 0 else 1
-        for note in plan.notes:
-            plan.say(note)
-        others = [await _start(plan, index) for index in range(1, plan.count)]
-        workers += others
-        await asyncio.gather(*(_serves(each, signalled) for each in others))
-        if signalled.done():
-            return await _stop(workers, plan)
-        pids = ", ".join(str(each.process.pid) for each in workers)
-        plan.say(f"tdk serve: {plan.count} worker processes (pids {pids})")
-        return await _watch(workers, signalled, plan)
+        return await _started(plan, workers, signalled)
+    except OSError as cannot:  # (no process to start: too many open files, say)
+        plan.say(f"tdk serve: cannot start a worker: {cannot.strerror or type(cannot).__name__}")
+        await _stop(workers, plan)
+        return 1
     finally:
         for number in _PASSED_ON:
             loop.remove_signal_handler(number)
         for each in workers:  # (a worker whose control socket closes stops by itself)
             each.control.close()
+
+
+async def _started(plan: _Plan, workers: list[_Worker], signalled: asyncio.Future[int]) -> int:
+    """Start the workers into ``workers``, the first alone, and watch them (see
+    :func:`_supervise`). The exit status."""
+    workers.append(await _start(plan, 0))
+    if not await _serves(workers[0], signalled):
+        if signalled.done():
+            return await _stop(workers, plan)
+        status = await workers[0].ended  # (it said why, on the stderr it shares)
+        return status if status > 0 else 1
+    for note in plan.notes:
+        plan.say(note)
+    for index in range(1, plan.count):
+        workers.append(await _start(plan, index))
+    await asyncio.gather(*(_serves(each, signalled) for each in workers[1:]))
+    if signalled.done():
+        return await _stop(workers, plan)
+    pids = ", ".join(str(each.process.pid) for each in workers)
+    plan.say(f"tdk serve: {plan.count} worker processes (pids {pids})")
+    return await _watch(workers, signalled, plan)
 
 
 async def _serves(worker: _Worker, signalled: asyncio.Future[int]) -> bool:
