@@ -366,3 +366,21 @@ async def test_on_a_cluster_a_call_enters_in_two_round_trips(cluster: RedisServe
         assert store.status == "shared"
         log = store.key("tdk:rate_limit:lookup/2/60.0")
         assert await client.zcard(log) == 2
+
+
+@in_loop
+async def test_log_entries_name_their_exact_time(redis_url: str) -> None:
+    """Each admission's entry in the limiter's log is named by its time in whole
+    microseconds, exactly its score (Lua's own number-to-text keeps 14 digits of the 16 a
+    time in microseconds has: the script formats them whole, as it does the bound of the
+    entries later than now it looks for)."""
+    limit = RateLimit(calls=5, period=60.0)
+    async with contextlib.aclosing(RedisStore(redis_url)) as store:
+        runner = runner_on(store, rate_limit=limit, circuit_breaker=BREAKER)
+        for _ in range(3):
+            assert (await runner.run("lookup", {"key": "k"})).is_success
+        log = store.key("tdk:rate_limit:lookup/5/60.0")
+        entries = await store.client.zrange(log, 0, -1, withscores=True)
+    assert len(entries) == 3
+    for member, score in entries:
+        assert member.decode().split(":")[0] == str(int(score))

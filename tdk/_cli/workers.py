@@ -231,7 +231,7 @@ async def _supervise(plan: _Plan) -> int:
         loop.add_signal_handler(number, on_signal, number)
     workers: list[_Worker] = []
     try:
-        return await _started(plan, workers, signalled)
+        return await _start_and_watch(plan, workers, signalled)
     except OSError as cannot:  # (no process to start: too many open files, say)
         plan.say(f"tdk serve: cannot start a worker: {cannot.strerror or type(cannot).__name__}")
         await _stop(workers, plan)
@@ -243,7 +243,9 @@ async def _supervise(plan: _Plan) -> int:
             each.control.close()
 
 
-async def _started(plan: _Plan, workers: list[_Worker], signalled: asyncio.Future[int]) -> int:
+async def _start_and_watch(
+    plan: _Plan, workers: list[_Worker], signalled: asyncio.Future[int]
+) -> int:
     """Start the workers into ``workers``, the first alone, and watch them (see
     :func:`_supervise`). The exit status."""
     workers.append(await _start(plan, 0))

@@ -37,6 +37,7 @@ loop (connections belong to the loop they were opened in), and closes it when
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -101,6 +102,8 @@ _QUIET: Final = Transition(_CLOSED, _CLOSED, 0)
 #: The per-process state is swept of idle states once it holds more than this many (and
 #: then when it has doubled since the last sweep).
 _SWEEP_AT: Final = 4096
+#: At most this many Redis keys remembered as made (then all are forgotten).
+_MAX_KEYS: Final = 4096
 #: At most this many replaced keys remembered as warned about (then all are forgotten).
 _MAX_WARNED: Final = 4096
 
@@ -167,6 +170,8 @@ class RedisStore(StateStore):
         self._quiet: dict[str, int | None] = {}
         """Circuit key -> the generation in which this store last admitted an attempt into a
         closed circuit without failures (see ``_shared``)."""
+        self._keys: dict[str, str] = {}
+        """State key -> its Redis key, as :meth:`key` made it (each call asks it)."""
         self._warned: set[str] = set()
         """Redis keys replaced, and warned about, by this store."""
         self._down_until: float | None = None
@@ -195,12 +200,21 @@ class RedisStore(StateStore):
         """The Redis key of a state key: a runner's (``tdk:circuit:scope:github`` ->
         ``{tdk:scope:github}:circuit``), or any other (``jobs:1`` ->
         ``{tdk:custom:jobs:1}``). Distinct keys stay distinct."""
-        if not key.isascii():  # (a lone surrogate of a user id cannot be sent as it is)
-            key = key.encode("utf-8", "backslashreplace").decode()
-        parts = key.split(":", 2)
+        known = self._keys.get(key)
+        if known is not None:
+            return known
+        text = key
+        if not text.isascii():  # (a lone surrogate of a user id cannot be sent as it is)
+            text = text.encode("utf-8", "backslashreplace").decode()
+        parts = text.split(":", 2)
         if len(parts) == 3 and parts[0] == "tdk" and parts[1] in _POLICIES:
-            return f"{{{self.prefix}:{parts[2]}}}:{parts[1]}"
-        return f"{{{self.prefix}:custom:{key}}}"
+            shared = f"{{{self.prefix}:{parts[2]}}}:{parts[1]}"
+        else:
+            shared = f"{{{self.prefix}:custom:{text}}}"
+        if len(self._keys) >= _MAX_KEYS:  # (per-user scopes: bounded, forgets all)
+            self._keys.clear()
+        self._keys[key] = shared
+        return shared
 
     async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """Apply ``change`` to the state under ``key`` atomically (see
@@ -305,6 +319,10 @@ class RedisStore(StateStore):
         """The report of how an attempt ended (see :meth:`StateStore.record
         <tdk.runner.StateStore.record>`), one script on Redis, or none for a success in a
         circuit this store saw closed and clean."""
+        if outcome is not FAILURE and self._down_until is None:  # (see shared() below)
+            call = CALL_DEADLINE.get()
+            if (call is None or not call.fell_back) and self._quiet.get(self.key(key)) == ticket:
+                return _QUIET
 
         async def shared(link: Link, shared_key: str, timeout: float) -> Transition:
             if outcome is not FAILURE and self._quiet.get(shared_key) == ticket:
@@ -482,7 +500,7 @@ class RedisStore(StateStore):
         log_key: str,
         limit: RateLimit,
     ) -> Entry:
-        args = [*_acquire_args(policy, probe_lifetime), *_admit_args(limit)]
+        args = [_acquire_spec(policy, probe_lifetime), _admit_spec(limit), secrets.token_hex(4)]
         answer = await link.enter(keys=[key, log_key], args=args)
         if len(answer) == 2:  # the common answer: a closed circuit's ticket, admitted
             ticket, failures = answer
@@ -620,6 +638,18 @@ def _acquire_args(policy: CircuitBreaker, probe_lifetime: float | None) -> list[
         _us(lifetime),
         _ttl_ms(2 * max(policy.reset_timeout, lifetime)),
     ]
+
+
+@functools.lru_cache(maxsize=256)
+def _acquire_spec(policy: CircuitBreaker, probe_lifetime: float | None) -> str:
+    """ACQUIRE's arguments as ENTER takes them: one text (the same for every call)."""
+    return ":".join(map(str, _acquire_args(policy, probe_lifetime)))
+
+
+@functools.lru_cache(maxsize=256)
+def _admit_spec(limit: RateLimit) -> str:
+    """ADMIT's calls, period (us) and time to live (ms), as ENTER takes them: one text."""
+    return f"{limit.calls}:{_us(limit.period)}:{_ttl_ms(limit.period)}"
 
 
 def _peek_args(policy: CircuitBreaker) -> list[int]:

@@ -52,10 +52,12 @@ local function admit_log(key, calls, period, member, ttl)
   -- Entries later than now (a server whose clock stepped back, a failover to a replica
   -- behind it) count as made now, as in process: no wait is ever longer than the period.
   -- (Their new scores leave the count as it is.)
-  local later = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf')
+  -- (Numbers joined into text are formatted whole: Lua's own tostring keeps 14 digits, and a
+  -- time in microseconds has 16.)
+  local later = redis.call('ZRANGEBYSCORE', key, string.format('(%.0f', now), '+inf')
   for _, entry in ipairs(later) do redis.call('ZADD', key, now, entry) end
   if count < calls then
-    redis.call('ZADD', key, now, now .. ':' .. member)
+    redis.call('ZADD', key, now, string.format('%.0f:%s', now, member))
     redis.call('PEXPIRE', key, ttl)
     return {0, replaced}
   end
@@ -160,7 +162,10 @@ return acquire_circuit(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 #: A call entering: the circuit's ticket and, when it gives one, the limiter's admission, in
 #: one atomic step (one round trip for a call that has both policies). KEYS[1]: the circuit,
 #: KEYS[2]: the log (a standalone server: the two keys may lie in different cluster slots).
-#: ARGV: ACQUIRE's four, then ADMIT's four. Returns ACQUIRE's answer followed by ADMIT's
+#: ARGV: ACQUIRE's four joined by ':' (one argument), ADMIT's calls, period and time to live
+#: joined the same way, and ADMIT's member suffix (fewer arguments: each costs the client
+#: some microseconds to send, and these two are the same for every call of a policy).
+#: Returns ACQUIRE's answer followed by ADMIT's
 #: {wait, replaced}; a refused ticket leaves the log alone and answers {-1, ''} for it. The
 #: common answer (a closed circuit's ticket, admitted, no key replaced) is short: {ticket,
 #: failures}.
@@ -169,9 +174,11 @@ ENTER: Final = (
     + _ACQUIRE_CIRCUIT
     + _ADMIT_LOG
     + """
-local verdict = acquire_circuit(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local reset, most, lifetime, ttl = string.match(ARGV[1], '^(%d+):(%d+):(%d+):(%d+)$')
+local calls, period, log_ttl = string.match(ARGV[2], '^(%d+):(%d+):(%d+)$')
+local verdict = acquire_circuit(reset, most, lifetime, ttl)
 local admitted = {-1, ''}
-if verdict[1] >= 0 then admitted = admit_log(KEYS[2], ARGV[5], ARGV[6], ARGV[7], ARGV[8]) end
+if verdict[1] >= 0 then admitted = admit_log(KEYS[2], calls, period, ARGV[3], log_ttl) end
 -- The common answer, short: a closed circuit's ticket, admitted, nothing replaced.
 if verdict[3] == 'closed' and verdict[2] == 'closed' and admitted[1] == 0
     and verdict[6] == '' and admitted[2] == '' then
