@@ -91,6 +91,7 @@ def client_from(url: str, timeout: float) -> aioredis.Redis:
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         timeout=timeout,
+        socket_timeout=None,  # (the connection's default is 5 s: said, not left out)
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 1),
         retry_on_error=[RedisConnectionError],
