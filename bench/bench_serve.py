@@ -8,8 +8,9 @@ without it the script says so and measures the others.
 
 1. Load: 1, 10 and 50 concurrent clients (the ``mcp`` SDK's own ``mcp.Client``, in this
    process, each connected before the clock starts) calling the tool for a fixed time, with
-   1 and 2 server processes: calls per second (all clients), and the p50 and p99 of a call's
-   latency as a client sees it.
+   1 and 2 server processes: calls per second (all clients), the p50 and p99 of a call's
+   latency as a client sees it, and the server's CPU time per call (all its processes, from
+   ``/proc``: what the server costs, whatever else runs on the machine).
 2. Cold start: from the process's start to the first ``tools/list`` answered, with 1 and 2
    server processes (best of a few starts).
 
@@ -98,10 +99,51 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def tree_cpu(pid: int) -> float | None:
+    """CPU seconds (user and system) of process ``pid`` and its descendants, from ``/proc``;
+    None where there is no ``/proc``."""
+    parents: dict[int, int] = {}
+    used: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+        except OSError:  # (ended meanwhile)
+            continue
+        parents[int(entry)] = int(fields[1])
+        used[int(entry)] = int(fields[11]) + int(fields[12])
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, of in parents.items() if of == parent]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(used.get(each, 0) for each in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(pid: int) -> None:
+    """Wait until the server ``pid`` is idle (its other workers may still be starting after
+    the first answered): under a tenth of a core for three tenths of a second in a row, at
+    most ``START_TIMEOUT`` seconds."""
+    quiet, ends = 0, time.monotonic() + START_TIMEOUT
+    last = tree_cpu(pid)
+    while last is not None and quiet < 3 and time.monotonic() < ends:
+        time.sleep(0.1)
+        now = tree_cpu(pid)
+        quiet = quiet + 1 if now is not None and now - last < 0.01 else 0
+        last = now
+
+
 @contextlib.contextmanager
-def running(server: Server, workers: int) -> Iterator[tuple[str, float]]:
-    """``server`` started with ``workers`` processes: its URL, and its cold start (seconds
-    from the process's start to the first ``tools/list`` answered). Stopped at the end."""
+def running(server: Server, workers: int) -> Iterator[tuple[str, float, int]]:
+    """``server`` started with ``workers`` processes: its URL, its cold start (seconds from
+    the process's start to the first ``tools/list`` answered) and its pid. Stopped at the
+    end."""
     port = free_port()
     env = {**os.environ, "BENCH_STATELESS": "1" if workers > 1 else "0"}
     started = time.perf_counter()
@@ -116,7 +158,8 @@ def running(server: Server, workers: int) -> Iterator[tuple[str, float]]:
     url = f"http://{HOST}:{port}/mcp"
     try:
         cold = asyncio.run(first_answer(url, process, started))
-        yield url, cold
+        settle(process.pid)
+        yield url, cold, process.pid
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -148,12 +191,25 @@ async def first_answer(url: str, process: subprocess.Popen[bytes], started: floa
         return time.perf_counter() - started
 
 
-async def load(url: str, clients: int, seconds: float) -> tuple[float, float, float]:
-    """``clients`` clients calling the tool for ``seconds``: calls per second, p50 and p99
-    of the latency in ms."""
+@dataclass(frozen=True)
+class Load:
+    """What :func:`load` measured."""
+
+    rate: float
+    """Calls per second, all clients."""
+    p50: float
+    p99: float
+    """Latencies in ms."""
+    cpu: float | None
+    """The server's CPU time per call, in us (None without ``/proc``)."""
+
+
+async def load(url: str, pid: int, clients: int, seconds: float) -> Load:
+    """``clients`` clients calling the tool for ``seconds`` at the server ``pid``."""
     latencies: list[float] = []
     connected = 0
     go = asyncio.Event()
+    cpu: list[float | None] = []
 
     async def client() -> None:
         nonlocal connected
@@ -162,6 +218,7 @@ async def load(url: str, clients: int, seconds: float) -> tuple[float, float, fl
             assert answer.structured_content == {"result": ["python"] * 5}, answer
             connected += 1
             if connected == clients:
+                cpu.append(tree_cpu(pid))
                 go.set()
             await go.wait()
             ends = time.perf_counter() + seconds
@@ -170,9 +227,11 @@ async def load(url: str, clients: int, seconds: float) -> tuple[float, float, fl
                 latencies.append(time.perf_counter() - now)
 
     await asyncio.gather(*(client() for _ in range(clients)))
+    before, after = cpu[0], tree_cpu(pid)
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return len(latencies) / seconds, statistics.median(ordered) * 1000, p99 * 1000
+    spent = None if before is None or after is None else (after - before) / len(ordered) * 1e6
+    return Load(len(ordered) / seconds, statistics.median(ordered) * 1000, p99 * 1000, spent)
 
 
 def main() -> None:
@@ -186,27 +245,26 @@ def main() -> None:
     if importlib.util.find_spec("fastmcp") is None:
         print("FastMCP: not installed (pip install -e '.[bench]'): measured without it\n")
         servers = [each for each in SERVERS if each.kind != "fastmcp_app"]
-    row = "{:<16} {:>7} {:>7} {:>9} {:>8} {:>8}"
-    print(row.format("server", "workers", "clients", "calls/s", "p50 ms", "p99 ms"))
+    row = "{:<16} {:>7} {:>7} {:>9} {:>8} {:>8} {:>14}"
+    print(
+        row.format("server", "workers", "clients", "calls/s", "p50 ms", "p99 ms", "server CPU us")
+    )
     colds: dict[tuple[str, int], list[float]] = {}
     for workers in options.workers:
         for clients in options.clients:
             for server in servers:
-                with running(server, workers) as (url, cold):
+                with running(server, workers) as (url, cold, pid):
                     colds.setdefault((server.name, workers), []).append(cold)
-                    rate, p50, p99 = asyncio.run(load(url, clients, options.seconds))
-                print(
-                    row.format(
-                        server.name, workers, clients, f"{rate:.0f}", f"{p50:.2f}", f"{p99:.2f}"
-                    ),
-                    flush=True,
-                )
+                    got = asyncio.run(load(url, pid, clients, options.seconds))
+                cpu = "-" if got.cpu is None else f"{got.cpu:.0f}"
+                numbers = (f"{got.rate:.0f}", f"{got.p50:.2f}", f"{got.p99:.2f}", cpu)
+                print(row.format(server.name, workers, clients, *numbers), flush=True)
     print(f"\n{'cold start: process start to the first tools/list answered':<60} {'ms':>8}")
     for workers in options.workers:
         for server in servers:
             times = colds[(server.name, workers)]
             for _ in range(max(0, options.starts - len(times))):
-                with running(server, workers) as (_, cold):
+                with running(server, workers) as (_, cold, _):
                     times.append(cold)
             label = f"{server.name}, {workers} worker{'s' if workers > 1 else ''}"
             print(f"{label:<60} {min(times) * 1000:>8.0f}", flush=True)
