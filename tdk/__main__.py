@@ -329,6 +329,12 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
     )
     serve = commands.add_parser("serve", help="serve the tools over MCP (stdio by default)")
     serve.add_argument("target", help=target)
+    _serve_options(serve)
+    return parser, run, serve
+
+
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    """The options of ``tdk serve``, but its target."""
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
     serve.add_argument(
         "--host",
@@ -368,7 +374,6 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argpars
     serve.add_argument(
         WORKER_OPTION, type=seat, default=None, dest="worker", help=argparse.SUPPRESS
     )
-    return parser, run, serve
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m tdk: run in subprocesses by the tests

@@ -17,9 +17,15 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import httpx
+import mcp
 import mcp.shared._stream_protocols as mcp_streams
 import pytest
+import uvicorn
 from _http_server import serve
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp_types import ListToolsResult, PaginatedRequestParams
 from pydantic import BaseModel, field_validator, model_validator
 from typing_extensions import get_protocol_members
 
@@ -27,6 +33,7 @@ import tdk.http
 from tdk import ToolResult, tool
 from tdk._compat import frames, httpx_auth, otel_globals
 from tdk._compat import mcp_streams as our_streams
+from tdk._compat.mcp_connection import connection_of
 from tdk._compat.pydantic_slots import (
     SLOTS,
     construct_maker,
@@ -35,6 +42,7 @@ from tdk._compat.pydantic_slots import (
     slot_maker,
 )
 from tdk._compat.running_task import TASK_OF, internal_task_of
+from tdk._compat.sse_shutdown import app_status, shutdown_flag_restored
 from tdk.errors import ErrorInfo, UpstreamAuthError
 
 # --- asyncio: the running task --------------------------------------------------------------
@@ -338,3 +346,41 @@ def _members(protocol: type) -> dict[str, list[str]]:
 @pytest.mark.parametrize("name", ["ReadStream", "WriteStream"])
 def test_the_stream_protocols_have_the_sdks_members(name: str) -> None:
     assert _members(getattr(our_streams, name)) == _members(getattr(mcp_streams, name))
+
+
+# --- mcp: the connection of a request ---------------------------------------------------------
+
+
+def test_a_requests_connection_is_read_from_its_session() -> None:
+    """``connection_of`` reads the connection the SDK gives a request's session (the one a
+    list-changed notification goes out on)."""
+    seen: list[object] = []
+
+    async def listed(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        seen.append(connection_of(ctx.session))
+        return ListToolsResult(tools=[])
+
+    async def scenario() -> None:
+        async with mcp.Client(Server("compat", on_list_tools=listed), mode="legacy") as client:
+            await client.list_tools()
+
+    asyncio.run(scenario())
+    [connection] = seen
+    assert isinstance(connection, Connection)
+
+
+# --- sse-starlette: the process's shutdown flag ------------------------------------------------
+
+
+def test_the_sse_shutdown_flag_is_where_tdk_reads_it() -> None:
+    """sse-starlette keeps its process-wide shutdown flag where ``tdk._compat.sse_shutdown``
+    puts it back (a bool, clear while nothing shuts down), and uvicorn's handler sets it."""
+    status = app_status()
+    assert status is not None
+    assert status.should_exit is False
+    assert uvicorn.Server.handle_exit is status.handle_exit
+    with shutdown_flag_restored():
+        status.should_exit = True  # (what a signal to a serving uvicorn does)
+    assert status.should_exit is False

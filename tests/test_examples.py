@@ -107,3 +107,26 @@ def test_mcp_server_example_shows_what_a_host_sees() -> None:
     ]:
         assert line in done.stdout
     assert "wx-demo-key-0042" not in done.stdout + done.stderr
+
+
+def test_a_served_runner_shows_its_policies() -> None:
+    """``examples/mcp_runner.py``: ``tdk serve`` of the module serves its ToolRunner (named
+    after its toolkit); the client hears why the runner waits, a tool's progress, and that
+    the list changed when a circuit opened."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES[0].parent / "mcp_runner.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    for line in [
+        "server market, protocol 2026-07-28",
+        "tools: ['quote', 'report', 'status']",
+        "  progress 0: rate limited upstream: retrying in 1.0 s, attempt 2 of 3",
+        "  -> {'symbol': 'ACME', 'price': 101.5}",
+        "  progress 3 of 3: page 3 of 3",
+        "heard: ToolsListChanged",
+        "tools: ['quote', 'report']",
+    ]:
+        assert line in done.stdout.splitlines(), done.stdout

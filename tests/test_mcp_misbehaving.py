@@ -36,6 +36,7 @@ import httpx
 import jsonschema
 import mcp
 import pytest
+from _mcp_live import connected, serving
 from _mcp_support import (
     HOST,
     INITIALIZE,
@@ -1365,7 +1366,8 @@ def test_a_signal_stops_tdk_serve_http_in_process(
 ) -> None:
     """``main(["serve", FILE, "--http"])`` in this process: the signal, once it serves, is
     the server's to handle: it returns 130 with the port closed, saying ``tdk: interrupted``,
-    and leaves no handler of its own behind."""
+    and leaves no handler of its own behind, nor its shutdown on the SSE streams of the
+    process: a later server's 2025-era session (its answers streamed) is answered."""
     port = free_port()
     listening: list[bool] = []
     unhandled: list[int] = []
@@ -1400,6 +1402,22 @@ def test_a_signal_stops_tdk_serve_http_in_process(
     err = capsys.readouterr().err
     assert f"tdk serve: http://{HOST}:{port}/mcp" in err
     assert "tdk: interrupted" in err
+    assert run(streamed_after()) == {"result": 3}
+
+
+@tool(read_only=True)
+def plus_one(n: Annotated[int, "A number."]) -> int:
+    """Add one."""
+    return n + 1
+
+
+async def streamed_after() -> Any:
+    """A call of a new server over HTTP, in a 2025-era session (its answers come as SSE)."""
+    async with (
+        serving(tdk_mcp.server(Toolkit("after", [plus_one]))) as url,
+        connected(url, mode="legacy") as client,
+    ):
+        return (await client.call_tool("plus_one", {"n": 2})).structured_content
 
 
 # -- 10. a module that exits while imported --------------------------------------------------

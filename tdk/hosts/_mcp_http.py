@@ -28,6 +28,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from tdk._cli.addresses import Listening, bound, listening_address
+from tdk._compat.sse_shutdown import shutdown_flag_restored
 
 __all__ = ["security", "serve_http"]
 
@@ -62,9 +63,10 @@ async def serve_http(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
     )
     http = uvicorn.Server(config)
-    # (binding: an OSError for a port in use, not an exit)
+    # (binding: an OSError for a port in use, not an exit; a signal's mark on the SSE streams
+    # of the process is cleared once the server has ended: see tdk._compat.sse_shutdown)
     opened = bound(where) if listener is None else contextlib.closing(listener)
-    with opened as listening:
+    with opened as listening, shutdown_flag_restored():
         if on_listening is not None:
             on_listening(where.url)
         serving = asyncio.ensure_future(http.serve(sockets=[listening]))

@@ -20,6 +20,12 @@ the default policies), so retries, limits and breakers apply, and its result bec
   hosts that act on them. Invalid arguments and unknown tools are such results, not protocol
   errors: the model can fix them.
 
+``tools/list`` offers the tools whose circuit is not open, in the toolkit's order, and the
+clients are told when that changes (:mod:`tdk.hosts._mcp_changes`). A ``context=`` function
+of one argument receives the call's :class:`CallRequest` (:mod:`tdk.hosts._mcp_request`). A
+tool's ``context.progress()`` and the runner's waits reach a client that asked for progress as
+``notifications/progress`` (:mod:`tdk.hosts._mcp_progress`).
+
 What a server holds is bounded: ``max_in_flight`` calls at once, and ``max_unread`` answers a
 client has not read; a call past either bound is answered at once with a retryable
 ``TOOL_RUNTIME_BULKHEAD_FULL`` result (see :mod:`tdk.hosts._mcp_load`). A value the client's
@@ -43,7 +49,7 @@ from typing import Any, Literal, cast
 try:
     from mcp import types
     from mcp.server.context import ServerRequestContext
-    from mcp.server.lowlevel import Server
+    from mcp.server.lowlevel import NotificationOptions, Server
     from mcp.server.models import InitializationOptions
     from mcp.shared.message import SessionMessage
 except ImportError as missing:  # pragma: no cover - the extra is part of the test install
@@ -66,6 +72,7 @@ from tdk._execution.model_text import utf8_copy
 from tdk._execution.result import ToolResult
 from tdk.errors import FatalToolError
 from tdk.hosts._mcp_answer import answer
+from tdk.hosts._mcp_changes import ToolList, offered_tools
 from tdk.hosts._mcp_http import serve_http
 from tdk.hosts._mcp_load import DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNREAD, Load
 from tdk.hosts._mcp_progress import with_progress
@@ -143,19 +150,19 @@ def server(
     ``TOOL_RUNTIME_BULKHEAD_FULL`` result, the tool not run.
     """
     toolkit = _toolkit_of(source, runner, name)
-    calls = _Calls(
-        toolkit,
-        runner if runner is not None else ToolRunner(toolkit),
-        context_maker(context),
-        Load(max_in_flight, max_unread),
-    )
+    runner = runner if runner is not None else ToolRunner(toolkit)
+    changes = ToolList(toolkit, runner)
+    load = Load(max_in_flight, max_unread)
+    calls = _Calls(toolkit, runner, context_maker(context), load, changes)
     served = _Served(
         name or toolkit.name,
         version=toolkit.version or __version__,
         description=toolkit.description,
+        lifespan=lambda _server: changes.serving(),
         get_tool_input_schema=calls.input_schema,
         on_list_tools=calls.list_tools,
         on_call_tool=calls.call_tool,
+        on_subscriptions_listen=changes.listen,
     )
     served.load = calls.load
     # The SDK's own span of each message is unguarded and records what a client sent as a
@@ -167,11 +174,17 @@ def server(
 class _Calls:
     """The handlers of one server: ``tools/list`` and ``tools/call``."""
 
-    __slots__ = ("context", "load", "runner", "toolkit", "wraps")
+    __slots__ = ("changes", "context", "load", "runner", "toolkit", "wraps")
 
     def __init__(
-        self, toolkit: Toolkit, runner: ToolRunner, context: ContextMaker, load: Load
+        self,
+        toolkit: Toolkit,
+        runner: ToolRunner,
+        context: ContextMaker,
+        load: Load,
+        changes: ToolList,
     ) -> None:
+        self.changes = changes
         self.toolkit = toolkit
         self.runner = runner
         self.context = context
@@ -179,10 +192,12 @@ class _Calls:
         self.wraps: dict[str, bool] = {}  # tool -> whether its value goes out as {"result": ...}
 
     async def list_tools(
-        self, _request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+        self, request: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """The tools, as MCP lists them."""
-        return types.ListToolsResult(tools=tools(self.toolkit))
+        """The tools offered now (those whose circuit is not open), as MCP lists them, in
+        the toolkit's order."""
+        names = await self.changes.listed(request)
+        return types.ListToolsResult(tools=offered_tools(tools(self.toolkit), names))
 
     async def call_tool(
         self, request: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -264,6 +279,20 @@ class _Served(Server[Any]):
         """Serve one connection over the two streams (the SDK's ``run``)."""
         await super().run(
             read_stream, self.load.counted(write_stream), initialization_options, raise_exceptions
+        )
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        """The SDK's, saying by default that the tool list changes (``tools.listChanged``:
+        when a circuit opens or closes, see :mod:`tdk.hosts._mcp_changes`)."""
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
         )
 
 

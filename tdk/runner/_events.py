@@ -118,6 +118,16 @@ class Instruments:
     def __init__(self, instruments: Iterable[Instrument]) -> None:
         self._each = tuple(instruments)
 
+    def add(self, instrument: Instrument) -> Callable[[], None]:
+        """Tell ``instrument`` every event from now on (after those already there); the
+        function that stops it (idempotent)."""
+        self._each = (*self._each, instrument)
+
+        def remove() -> None:
+            self._each = tuple(each for each in self._each if each is not instrument)
+
+        return remove
+
     def emit(self, event: Event) -> None:
         """Tell every instrument ``event``; one that fails is skipped."""
         for instrument in self._each:

@@ -38,7 +38,7 @@ from tdk.errors import ToolError, ToolInputError
 from tdk.runner._admission import Admission
 from tdk.runner._breaker import CircuitState
 from tdk.runner._config import Layers, Policies, check_policies
-from tdk.runner._events import Instruments
+from tdk.runner._events import Instrument, Instruments
 from tdk.runner._gate import Gate
 from tdk.runner._instruments import DEFAULT_INSTRUMENTS
 from tdk.runner._plan import Plan, Plans
@@ -63,10 +63,6 @@ _CLOSED: Final = CircuitState.CLOSED
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[object]]
-
-
-#: Who hears every runner's events: tdk's OpenTelemetry events and metrics, and its log.
-_HEARD_BY: Final = Instruments(DEFAULT_INSTRUMENTS)
 
 
 class ToolRunner:
@@ -143,16 +139,13 @@ class ToolRunner:
         self._known: Final = plans.by_name
         """The plans made, by name: what a call looks up first."""
         operations = named_operations(store)
-        gate = self._gate = Gate(operations, local, plans, clock, counters, instruments=_HEARD_BY)
+        # Who hears the runner's events: tdk's instruments (and a host, see _heard_by).
+        heard_by = Instruments(DEFAULT_INSTRUMENTS)
+        gate = self._gate = Gate(operations, local, plans, clock, counters, instruments=heard_by)
         self._slots = Slots(max_concurrency, gate, counters)
-        self._attempts = Attempts(
-            gate,
-            Admission(operations, gate, clock, sleep),
-            clock,
-            sleep,
-            counters,
-            include_stacktrace=toolkit.include_stacktrace,
-        )
+        admits = Admission(operations, gate, clock, sleep)
+        traced = toolkit.include_stacktrace
+        self._attempts = Attempts(gate, admits, clock, sleep, counters, include_stacktrace=traced)
 
     def configure(
         self,
@@ -199,6 +192,16 @@ class ToolRunner:
             if plan is None or not await self._gate.refuses_for(plan, context):
                 kept.append(definition)
         return kept
+
+    def _heard_by(self, instrument: Instrument) -> Callable[[], None]:
+        """Tell ``instrument`` each of this runner's events from now on (a host watching its
+        circuits: ``tdk.hosts._mcp_changes``); the function that stops it."""
+        return self._gate.instruments.add(instrument)
+
+    def _shared_store(self) -> UpdateStore:
+        """The store the runner keeps its state in (a host learns through it what runners in
+        other processes changed)."""
+        return self._store
 
     def policies(self, name: str) -> Policies:
         """The policies that apply to the tool called ``name`` (whether or not it exists)."""

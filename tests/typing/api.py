@@ -21,6 +21,8 @@ from tdk import (
     ToolRunner,
     tool,
 )
+from tdk.hosts import mcp as tdk_mcp
+from tdk.hosts.mcp import CallRequest
 from tdk.runner import InMemoryStore
 
 _R = TypeVar("_R")
@@ -125,3 +127,32 @@ def a_store_with_update_alone_is_taken() -> None:
     ToolRunner(Toolkit("math", [add]), store=_UpdateOnly())
     ToolRunner(Toolkit("math", [add]), store=InMemoryStore())
     ToolRunner(Toolkit("math", [add]), store="redis://")  # type: ignore[arg-type]
+
+
+async def _reports(context: ToolContext) -> None:
+    """``progress()`` is awaited in an async tool, and called as it is in a sync one."""
+    await context.progress(1, 2, "half way")
+    context.progress(2)
+    await context.progress("3")  # type: ignore[arg-type]
+
+
+def _context_of(request: CallRequest) -> ToolContext:
+    """A context function of the request."""
+    return ToolContext(user_id=request.client.name if request.client else None)
+
+
+async def _async_context_of(request: CallRequest) -> ToolContext:
+    """An async one."""
+    return ToolContext(metadata=dict(request.meta))
+
+
+_served = tdk_mcp.server(Toolkit("typed", [add]), context=_context_of)
+_served_async = tdk_mcp.server(Toolkit("typed", [add]), context=_async_context_of)
+
+
+def _context() -> ToolContext:
+    """A context function of no argument."""
+    return ToolContext(user_id="u-1")
+
+
+_served_plain = tdk_mcp.server(Toolkit("typed", [add]), context=_context)
