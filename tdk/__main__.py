@@ -8,6 +8,7 @@
     tdk schema tools/weather.py --check contract.json    # breaking changes against a snapshot
     tdk run tools/weather.py forecast '{"city": "Oslo"}'   # one call, its ToolResult as JSON
     tdk serve tools/weather.py          # the tools over MCP, on stdio (--http: streamable HTTP)
+    tdk serve tools.py:runner --http --workers 4    # 4 processes on one port (tdk._cli.workers)
 
 A target is a ``.py`` file or a package directory (a target ending in ``.py`` or holding a
 ``/`` is always a path), or a dotted module name, optionally followed by ``:NAME``, the
@@ -18,10 +19,10 @@ a path, the folder holding the top-level module is first on ``sys.path`` while t
 runs, as for a script. What the module does to the process while imported (a fork,
 ``os._exit()``, a signal ignored) does not change what the command does
 (``tdk._cli.process``). Exit status: 0 on success, 1 when the module cannot be loaded or the
-call failed, 2 for a usage error (a target that names nothing to serve, and a ``tdk serve
---http --host`` that is not loopback, without ``--auth`` or ``--allow-unauthenticated``,
-included). ``tdk schema --check FILE`` exits 1 for a breaking change too
-(``tdk._cli.schema_check``).
+call failed, 2 for a usage error (a target that names nothing to serve, a ``tdk serve
+--http --host`` that is not loopback, without ``--auth`` or ``--allow-unauthenticated``, and
+``--workers`` without ``--http``, included). ``tdk schema --check FILE`` exits 1 for a
+breaking change too (``tdk._cli.schema_check``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from tdk._cli.auth_options import add_auth_options, auth_refusal
 from tdk._cli.process import can_supervise, import_guard, supervised
@@ -40,6 +41,7 @@ from tdk._cli.schema_check import schema_check
 from tdk._cli.serving import DEFAULT_DEADLINE, host_refusal, serve_command, serving_packages
 from tdk._cli.streams import streams_aside
 from tdk._cli.targets import Target, TargetError, load_target, script_path
+from tdk._cli.workers import WORKER_OPTION, seat, serve_workers
 from tdk._define.tool import collect_definition_errors
 from tdk._define.toolkit import Toolkit
 from tdk._execution.context import ToolContext
@@ -124,6 +126,10 @@ def _check(target: Target) -> int:
     return 0
 
 
+#: ``tdk serve --workers`` at most (each worker is a process that loads the target).
+MAX_WORKERS: Final = 256
+
+
 def _schema(toolkit: Toolkit, form: str) -> tuple[int, list[dict[str, Any]] | None]:
     """The exit status, and the document to print."""
     try:
@@ -184,6 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("tdk schema --update needs --check FILE")  # exits 2
     if options.command == "run" and not _is_text(options.arguments):
         run.error("argument arguments: not valid UTF-8 text")  # exits 2, as for any usage error
+    if options.command == "serve" and options.workers is not None and not options.http:
+        serve.error("--workers serves HTTP: give --http too (over stdio one host runs one server)")
     if options.command == "serve":
         refusal = auth_refusal(options, os.environ)
         if refusal is None and options.http:
@@ -191,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             refusal = host_refusal(options.host, allowed=allowed)
         if refusal is not None:
             serve.error(refusal)  # exits 2: a server open to the network is asked for by name
+        if options.http and (options.workers or 1) > 1 and options.worker is None:
+            return serve_workers(options, sys.argv[1:] if argv is None else argv)
 
     process = argv is None
     if process and options.command != "serve" and can_supervise():
@@ -258,6 +268,15 @@ def port(text: str) -> int:
     """A TCP port, 1 to 65535 (for argparse: its ``ValueError`` is a usage error)."""
     number = int(text)
     if not 1 <= number <= 65535:
+        raise ValueError(number)
+    return number
+
+
+def workers(text: str) -> int:
+    """``--workers``: a number of processes, 1 to :data:`MAX_WORKERS` (for argparse: its
+    ``ValueError`` is a usage error)."""
+    number = int(text)
+    if not 1 <= number <= MAX_WORKERS:
         raise ValueError(number)
     return number
 
@@ -356,6 +375,18 @@ def _add_serve_arguments(serve: argparse.ArgumentParser, target: str) -> None:
         "'none': no deadline). A retry that would not fit is not waited for: the model gets "
         "the error, with its retry_after_ms, at once. Not for a target that is a ToolRunner: "
         "its own deadline applies",
+    )
+    serve.add_argument(
+        "--workers",
+        type=workers,
+        default=None,
+        metavar="N",
+        help="with --http: N processes serving the one port (default 1), statelessly: any call "
+        "may reach any of them. A runner's limits and circuits hold across them with its "
+        "RedisStore. A worker that dies is said on stderr and not replaced",
+    )
+    serve.add_argument(
+        WORKER_OPTION, type=seat, default=None, dest="worker", help=argparse.SUPPRESS
     )
     add_auth_options(serve)
 

@@ -13,7 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 #: How long a starting server has to answer PING.
@@ -49,7 +49,9 @@ class RedisServer:
     """One ``redis-server`` process on a fixed port of 127.0.0.1, started and stopped on
     demand (the port stays the same across restarts)."""
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self, directory: Path, port: int | None = None, *, extra: Sequence[str] = ()
+    ) -> None:
         executable = shutil.which("redis-server")
         if executable is None:
             raise RuntimeError("redis-server is not installed (.ci/run installs it)")
@@ -58,6 +60,8 @@ class RedisServer:
         self.port = free_port() if port is None else port
         self.process: subprocess.Popen[bytes] | None = None
         self.log = directory / "redis.log"
+        self.extra = tuple(extra)
+        """More arguments of ``redis-server`` (``--cluster-enabled yes``, say)."""
 
     @property
     def url(self) -> str:
@@ -87,6 +91,7 @@ class RedisServer:
             str(self.directory),
             "--logfile",
             str(self.log),
+            *self.extra,
         ]
         self.process = subprocess.Popen(
             arguments, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

@@ -13,6 +13,8 @@ The server ends:
 - on Ctrl-C or SIGTERM, as its own shutdown would: sessions end, the socket closes. Status
   130.
 - when the host stops reading in the middle of a call (stdio). Status 0.
+- for a worker of ``tdk serve --workers`` (``tdk._cli.workers``), also when its supervisor is
+  gone (its control socket closes), as on SIGTERM.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import enum
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -34,6 +37,7 @@ from tdk._cli.process import THREADS_GRACE, threads_held
 from tdk._cli.served_streams import ServedStreams, served_streams
 from tdk._cli.streams import flush_stdout
 from tdk._cli.targets import Target
+from tdk._cli.workers import Seat, say_ready, watch_lifeline
 from tdk._define.toolkit import Toolkit
 from tdk._execution.context import ToolContext
 from tdk._execution.default import Default
@@ -41,6 +45,8 @@ from tdk._execution.loop import run_in_new_loop
 from tdk.runner import RetryPolicy, ToolRunner
 
 if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
     from tdk.auth import Verifier
 
 __all__ = [
@@ -162,34 +168,22 @@ def _serve_runner(
 
     toolkit = runner.toolkit
     context = mcp.context_from_environment(toolkit)
-    _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
+    seat: Seat | None = options.worker
+    if seat is None or seat.index == 0:  # (said by one worker)
+        _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
     serving: Coroutine[Any, Any, None]
+    lifeline = None
     if options.http:
-        from tdk.hosts._mcp_http import serve_http
-
-        host = unbracketed(options.host)
-        if options.auth is None and options.allow_unauthenticated and reach_of(host) != "loopback":
-            streams.say(
-                f"tdk serve: WARNING: serving on {host} without authentication "
-                "(--allow-unauthenticated): whoever reaches it can call every tool"
-            )
         # The default context: the secrets of the environment; each call's user_id, scopes
         # and claims are its verified token's (tdk.hosts.mcp completes it per call).
         server = mcp.server(toolkit, runner=runner, context=context)
-        protection = protection_of(options, toolkit, os.environ)
-        serving = serve_http(
-            server,
-            host,
-            options.port,
-            on_listening=lambda url: streams.say(f"tdk serve: {url}"),
-            protection=protection,
-        )
-        if protection is not None:
-            serving = _closing(serving, protection.verifier)
+        serving, lifeline = _http_serving(options, server, toolkit, streams, seat)
     else:
         serving = mcp.serve(toolkit, "stdio", runner=runner, context=context)
     try:
-        outcome = run_in_new_loop(_until_signalled(serving, streams, process=process))
+        outcome = run_in_new_loop(
+            _until_signalled(serving, streams, process=process, lifeline=lifeline)
+        )
     except BaseExceptionGroup as group:  # the SDK's task group: the host stopped reading
         if group.split(BrokenPipeError)[1] is not None:
             raise
@@ -198,6 +192,9 @@ def _serve_runner(
         reason = cannot.strerror or type(cannot).__name__
         streams.say(f"tdk serve: cannot serve on {options.host}:{options.port}: {reason}")
         return 1
+    finally:
+        if lifeline is not None:
+            lifeline.close()
     if outcome is _Outcome.HOST_LEFT:
         streams.say(_LEFT_BEHIND)
         return 0
@@ -207,7 +204,8 @@ def _serve_runner(
         # The protocol's reader is a thread blocked in read(): it would hold the process until
         # the host writes again. Everything is shut down; flush and leave now.
         _exit_now(streams, 130, "tdk: interrupted")
-    streams.say("tdk: interrupted")
+    if seat is None:  # (a worker's supervisor says it for all)
+        streams.say("tdk: interrupted")
     return 130
 
 
@@ -239,6 +237,55 @@ async def _closing(serving: Coroutine[Any, Any, None], verifier: Verifier) -> No
         await verifier.aclose()
 
 
+def _http_serving(
+    options: argparse.Namespace,
+    server: Server[Any],
+    toolkit: Toolkit,
+    streams: ServedStreams,
+    seat: Seat | None,
+) -> tuple[Coroutine[Any, Any, None], socket.socket | None]:
+    """Serving ``server`` over streamable HTTP (behind the bearer-token check of ``--auth``,
+    when given), and, for a worker of ``tdk serve --workers`` (its ``seat``), its control
+    socket: the listening socket is its supervisor's, and the URL is said by the supervisor
+    once this worker says it serves."""
+    from tdk.hosts._mcp_http import serve_http
+
+    host = unbracketed(options.host)
+    protection = protection_of(options, toolkit, os.environ)
+    if seat is None:
+        if options.auth is None and options.allow_unauthenticated and reach_of(host) != "loopback":
+            streams.say(
+                f"tdk serve: WARNING: serving on {host} without authentication "
+                "(--allow-unauthenticated): whoever reaches it can call every tool"
+            )
+        listener, control = None, None
+        on_listening = _saying_url(streams)
+    else:
+        listener, control = seat.sockets()
+        on_listening = _saying_ready(control)
+    serving = serve_http(
+        server,
+        host,
+        options.port,
+        on_listening=on_listening,
+        protection=protection,
+        listener=listener,
+    )
+    if protection is not None:
+        serving = _closing(serving, protection.verifier)
+    return serving, control
+
+
+def _saying_url(streams: ServedStreams) -> Callable[[str], None]:
+    """What a server of its own does once it listens: say its URL."""
+    return lambda url: streams.say(f"tdk serve: {url}")
+
+
+def _saying_ready(control: socket.socket) -> Callable[[str], None]:
+    """What a worker does once it listens: tell its supervisor, which says the URL."""
+    return lambda _url: say_ready(control)
+
+
 #: Said when the host has left and a call has not ended once cancelled.
 _LEFT_BEHIND: Final = (
     f"tdk serve: the host left; a call still running {HOST_GONE_GRACE:g} s after its "
@@ -255,10 +302,15 @@ class _Outcome(enum.Enum):
 
 
 async def _until_signalled(
-    serving: Coroutine[Any, Any, None], streams: ServedStreams, *, process: bool
+    serving: Coroutine[Any, Any, None],
+    streams: ServedStreams,
+    *,
+    process: bool,
+    lifeline: socket.socket | None = None,
 ) -> _Outcome:
-    """Run ``serving`` until it ends, SIGINT or SIGTERM cancels it, or the host has left and
-    it has not ended :data:`HOST_GONE_GRACE` seconds later (then, for the process's own
+    """Run ``serving`` until it ends, SIGINT or SIGTERM cancels it (or, for a worker of
+    ``tdk serve --workers``, its ``lifeline`` to the supervisor closes), or the host has left
+    and it has not ended :data:`HOST_GONE_GRACE` seconds later (then, for the process's own
     command, the process ends at once, with status 0: what is left behind would only get
     in the way of the loop's closing)."""
     loop = asyncio.get_running_loop()
@@ -285,6 +337,8 @@ async def _until_signalled(
         streams.protocol.when_ended(host_left)
     for each in signals:
         loop.add_signal_handler(each, stop)
+    if lifeline is not None:  # a worker whose supervisor is gone stops as on SIGTERM
+        watch_lifeline(loop, lifeline, stop)
     try:
         await asyncio.wait({task, gave_up}, return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
@@ -301,6 +355,8 @@ async def _until_signalled(
     finally:
         for each in signals:
             loop.remove_signal_handler(each)
+        if lifeline is not None:
+            loop.remove_reader(lifeline)
     return _Outcome.ENDED
 
 

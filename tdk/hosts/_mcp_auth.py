@@ -61,10 +61,11 @@ def protected_app(
     host: str,
     transport_security: TransportSecuritySettings | None,
     resource_url: str,
+    stateless_http: bool = False,
 ) -> Starlette:
     """The streamable HTTP app of ``mcp_server``, served as the protected resource
     ``resource_url`` whose tokens ``protection`` verifies; with :class:`ScopeStepUp` when
-    some tool needs scopes."""
+    some tool needs scopes. ``stateless_http``: no session kept (``tdk serve --workers``)."""
     verifier = protection.verifier
     settings = AuthSettings.model_validate(
         {
@@ -80,6 +81,7 @@ def protected_app(
         streamable_http_path=MCP_PATH,
         host=host,
         transport_security=transport_security,
+        stateless_http=stateless_http,
         auth=settings,
         token_verifier=verifier,
     )

@@ -3,7 +3,9 @@
 ``serve()`` of :mod:`tdk.hosts.mcp` and ``tdk serve --http`` both serve through
 :func:`serve_http`. The socket is bound before anything is said about it: a port in use is
 an ``OSError`` before the server runs, and ``on_listening`` hears the URL only once the
-socket is bound.
+socket is bound. A worker of ``tdk serve --workers`` serves a socket its supervisor bound,
+and statelessly: the SDK's session manager keeps no session, so a 2025 client's requests
+may each reach another worker (a 2026-07-28 request is stateless whatever the mode).
 
 Against DNS rebinding (a web page in the user's browser whose name an attacker points at this
 machine), a request must name the server in ``Host`` (and ``Origin``, when it has one): the
@@ -19,14 +21,14 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from tdk._cli.addresses import Listening, listening_address
+from tdk._cli.addresses import Listening, bound, listening_address
 from tdk._compat.sse_shutdown import shutdown_flag_restored
 from tdk.hosts._mcp_auth import Protection, protected_app
 
@@ -45,16 +47,24 @@ async def serve_http(
     *,
     on_listening: Callable[[str], None] | None = None,
     protection: Protection | None = None,
+    listener: socket.socket | None = None,
 ) -> None:
     """Serve ``mcp_server`` over streamable HTTP at ``http://host:port/mcp`` until cancelled
     (then as on Ctrl-C: the socket closes, the sessions end). ``OSError`` when the address
     cannot be bound; ``on_listening(url)`` once it is. With ``protection``, every request
-    needs a bearer token it verifies (:mod:`tdk.hosts._mcp_auth`)."""
+    needs a bearer token it verifies (:mod:`tdk.hosts._mcp_auth`).
+
+    ``listener``: a listening socket for ``host:port`` bound by another process and shared
+    with it (``tdk serve --workers``): served as it is, statelessly (no session lives in one
+    process: any request may reach another), and closed here on the way out."""
     import uvicorn
 
     where = listening_address(host, port)
+    stateless = listener is not None
     if protection is None:
-        app = mcp_server.streamable_http_app(host=host, transport_security=security(where))
+        app = mcp_server.streamable_http_app(
+            host=host, transport_security=security(where), stateless_http=stateless
+        )
     else:
         resource = protection.resource_url or where.url
         app = protected_app(
@@ -63,17 +73,19 @@ async def serve_http(
             host=host,
             transport_security=security(where, also=resource, authenticated=True),
             resource_url=resource,
+            stateless_http=stateless,
         )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
     )
     http = uvicorn.Server(config)
-    # (an OSError for a port in use, not an exit; a signal's mark on the SSE streams of the
-    # process is cleared once the server has ended: see tdk._compat.sse_shutdown)
-    with _bound(where) as listener, shutdown_flag_restored():
+    # (binding: an OSError for a port in use, not an exit; a signal's mark on the SSE streams
+    # of the process is cleared once the server has ended: see tdk._compat.sse_shutdown)
+    opened = bound(where) if listener is None else contextlib.closing(listener)
+    with opened as listening, shutdown_flag_restored():
         if on_listening is not None:
             on_listening(where.url)
-        serving = asyncio.ensure_future(http.serve(sockets=[listener]))
+        serving = asyncio.ensure_future(http.serve(sockets=[listening]))
         try:
             await asyncio.shield(serving)
         except asyncio.CancelledError:  # stop as on Ctrl-C: close the socket, end the sessions
@@ -114,15 +126,3 @@ def security(
             for each in (f"{scheme}://{name}", f"{scheme}://{name}:*")
         ],
     )
-
-
-@contextlib.contextmanager
-def _bound(where: Listening) -> Iterator[socket.socket]:
-    """A socket bound to ``where`` (``OSError`` when it cannot be), closed on the way out."""
-    listener = socket.socket(where.family, socket.SOCK_STREAM)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(where.address)
-        yield listener
-    finally:
-        listener.close()

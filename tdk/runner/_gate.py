@@ -5,7 +5,8 @@ after, the attempt reports how it ended with that ticket (:mod:`tdk.runner._brea
 rules). With the in-process store the plan holds the live :class:`~tdk.runner._breaker.Circuit`
 and the guard applies the rules to it directly; a closed circuit then answers without any
 change at all, and a success in a clean closed circuit reports nothing (it would change
-nothing). With any other store each question is one of its named operations.
+nothing). With any other store each question is one of its named operations; an attempt that
+has a limiter too asks for its ticket with its admission, in one step (:meth:`Gate.enter`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from tdk.runner._breaker import (
 )
 from tdk.runner._events import CircuitChanged, Instruments
 from tdk.runner._plan import Plan, Plans
+from tdk.runner._policies import RateLimit
 from tdk.runner._refusals import circuit_open
 from tdk.runner._stats import Counters
-from tdk.runner._store import InMemoryStore, StateStore
+from tdk.runner._store import Entry, InMemoryStore, StateStore
 
 __all__ = ["Gate", "changes_the_circuit"]
 
@@ -54,7 +56,7 @@ def changes_the_circuit(plan: Plan, ticket: int, done: ToolResult | None) -> boo
 class Gate:
     """The circuits of one runner: tickets, reports, and questions that change nothing."""
 
-    __slots__ = ("_clock", "_counters", "_local", "_plans", "_store", "instruments")
+    __slots__ = ("_clock", "_counters", "_enter", "_local", "_plans", "_store", "instruments")
 
     def __init__(
         self,
@@ -69,6 +71,8 @@ class Gate:
         self.instruments = instruments
         """Who hears the circuits change (and, through the gate, every guard's events)."""
         self._store = store
+        self._enter = getattr(store, "enter", None)
+        """The store's :meth:`~tdk.runner.StateStore.enter`, if it has one."""
         self._local = local
         self._plans = plans
         self._clock = clock
@@ -93,6 +97,35 @@ class Gate:
                 plan.name, breaker, verdict.failures, verdict.after, verdict.retry_after
             )
         return verdict.ticket
+
+    def enters(self, plan: Plan) -> bool:
+        """Whether an attempt of ``plan`` asks for its circuit's ticket with its limiter's
+        admission, in one step of the store (:meth:`enter`): both policies on a store that
+        is not applied in process, and that has the operation."""
+        policies = plan.policies
+        return (
+            plan.circuit is None
+            and self._enter is not None
+            and policies.circuit_breaker is not None
+            and policies.rate_limit is not None
+        )
+
+    async def enter(self, plan: Plan, limiter: RateLimit) -> Entry:
+        """The circuit's verdict on an attempt and, when it gives a ticket, the limiter's
+        answer: one operation of the store (see :meth:`enters`)."""
+        breaker = plan.policies.circuit_breaker
+        assert breaker is not None
+        assert self._enter is not None
+        entry: Entry = await self._enter(
+            plan.breaker_key,
+            breaker,
+            self._clock,
+            plan.own_timeout,
+            limiter_key=plan.limiter_key,
+            limit=limiter,
+        )
+        self._saw(plan, entry.verdict)
+        return entry
 
     async def retry_ticket(self, plan: Plan) -> Verdict:
         """The circuit's verdict on a retry (its ``ticket`` is None when it is refused)."""

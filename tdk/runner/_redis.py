@@ -1,11 +1,13 @@
 """``RedisStore``: limiter and circuit state shared by runners in many processes, on Redis.
 
 The store's named operations (the limiter's ``admit``, the circuit's ``acquire``, ``record``
-and ``peek``) run as Lua scripts (see ``_redis_scripts``), one round trip each, registered once
-and run with ``EVALSHA``, timed by the server's ``TIME``. Any other change (a plain function, as
-:meth:`StateStore.update` allows) is applied optimistically: ``WATCH`` the key, read its
-state (JSON), apply the change here, write it back in ``MULTI``/``EXEC``, and try again on a
-conflict, a bounded number of times.
+and ``peek``, and ``enter``, ``acquire`` and ``admit`` together) run as Lua scripts (see
+``_redis_scripts``), one round trip each, registered once and run with ``EVALSHA``, timed by
+the server's ``TIME``. A call with a limiter and a circuit so enters in one round trip, and
+its success in a closed circuit without failures costs none (see :meth:`RedisStore.record`).
+Any other change (a plain function, as :meth:`StateStore.update` allows) is applied
+optimistically: ``WATCH`` the key, read its state (JSON), apply the change here, write it back
+in ``MULTI``/``EXEC``, and try again on a conflict, a bounded number of times.
 
 Keys are ``{<prefix>:<scope>}:<policy>``: the part in braces is Redis Cluster's hash tag, so
 that the state of one scope lives in one slot. Each write renews a time to live of the
@@ -35,6 +37,7 @@ loop (connections belong to the loop they were opened in), and closes it when
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -59,7 +62,7 @@ from tdk.runner._breaker import (
 )
 from tdk.runner._limiter import admit
 from tdk.runner._policies import CircuitBreaker, RateLimit
-from tdk.runner._store import CALL_DEADLINE, InMemoryStore, StateStore
+from tdk.runner._store import CALL_DEADLINE, Entry, InMemoryStore, StateStore
 
 try:
     import redis.asyncio as aioredis
@@ -99,6 +102,8 @@ _QUIET: Final = Transition(_CLOSED, _CLOSED, 0)
 #: The per-process state is swept of idle states once it holds more than this many (and
 #: then when it has doubled since the last sweep).
 _SWEEP_AT: Final = 4096
+#: At most this many Redis keys remembered as made (then all are forgotten).
+_MAX_KEYS: Final = 4096
 #: At most this many replaced keys remembered as warned about (then all are forgotten).
 _MAX_WARNED: Final = 4096
 
@@ -165,6 +170,8 @@ class RedisStore(StateStore):
         self._quiet: dict[str, int | None] = {}
         """Circuit key -> the generation in which this store last admitted an attempt into a
         closed circuit without failures (see ``_shared``)."""
+        self._keys: dict[str, str] = {}
+        """State key -> its Redis key, as :meth:`key` made it (each call asks it)."""
         self._warned: set[str] = set()
         """Redis keys replaced, and warned about, by this store."""
         self._down_until: float | None = None
@@ -193,12 +200,21 @@ class RedisStore(StateStore):
         """The Redis key of a state key: a runner's (``tdk:circuit:scope:github`` ->
         ``{tdk:scope:github}:circuit``), or any other (``jobs:1`` ->
         ``{tdk:custom:jobs:1}``). Distinct keys stay distinct."""
-        if not key.isascii():  # (a lone surrogate of a user id cannot be sent as it is)
-            key = key.encode("utf-8", "backslashreplace").decode()
-        parts = key.split(":", 2)
+        known = self._keys.get(key)
+        if known is not None:
+            return known
+        text = key
+        if not text.isascii():  # (a lone surrogate of a user id cannot be sent as it is)
+            text = text.encode("utf-8", "backslashreplace").decode()
+        parts = text.split(":", 2)
         if len(parts) == 3 and parts[0] == "tdk" and parts[1] in _POLICIES:
-            return f"{{{self.prefix}:{parts[2]}}}:{parts[1]}"
-        return f"{{{self.prefix}:custom:{key}}}"
+            shared = f"{{{self.prefix}:{parts[2]}}}:{parts[1]}"
+        else:
+            shared = f"{{{self.prefix}:custom:{text}}}"
+        if len(self._keys) >= _MAX_KEYS:  # (per-user scopes: bounded, forgets all)
+            self._keys.clear()
+        self._keys[key] = shared
+        return shared
 
     async def update(self, key: str, change: Callable[..., tuple[Any, _R]], *args: Any) -> _R:
         """Apply ``change`` to the state under ``key`` atomically (see
@@ -217,10 +233,14 @@ class RedisStore(StateStore):
             answer = await self.peek(key, *args)
         else:
 
-            def optimistic(link: Link, shared_key: str, timeout: float) -> Awaitable[_R]:
-                return self._optimistic(link, shared_key, change, args, timeout)
+            async def optimistic(link: Link, shared_key: str, timeout: float) -> _R:
+                answer, held = await _optimistic(link, shared_key, change, args, timeout)
+                self._replaced(shared_key, held)
+                return answer
 
-            answer = await self._change(key, change, args, optimistic)
+            answer = await self._change(
+                key, lambda: self._in_process(key, change, args), optimistic
+            )
         return cast(_R, answer)
 
     async def admit(self, key: str, limit: RateLimit, now: float) -> float:
@@ -230,7 +250,7 @@ class RedisStore(StateStore):
         async def shared(link: Link, shared_key: str, timeout: float) -> float:
             return await _scripted(timeout, self._admitted(link, shared_key, limit))
 
-        return await self._change(key, admit, (limit, now), shared)
+        return await self._change(key, lambda: self._in_process(key, admit, (limit, now)), shared)
 
     async def acquire(
         self,
@@ -248,7 +268,45 @@ class RedisStore(StateStore):
             self._saw(shared_key, verdict.ticket, verdict.after, verdict.failures)
             return verdict
 
-        return await self._change(key, acquire, (policy, clock, probe_lifetime), shared)
+        args = (policy, clock, probe_lifetime)
+        return await self._change(key, lambda: self._in_process(key, acquire, args), shared)
+
+    async def enter(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        probe_lifetime: float | None = None,
+        *,
+        limiter_key: str,
+        limit: RateLimit,
+    ) -> Entry:
+        """The circuit's ticket and the limiter's admission of an attempt (see
+        :meth:`StateStore.enter <tdk.runner.StateStore.enter>`): one script on Redis, so an
+        admitted call costs one round trip. On a Redis Cluster the two keys lie in different
+        slots, and the store asks them one after the other."""
+        if isinstance(self._link.client, aioredis.RedisCluster):
+            return await super().enter(
+                key, policy, clock, probe_lifetime, limiter_key=limiter_key, limit=limit
+            )
+
+        async def shared(link: Link, shared_key: str, timeout: float) -> Entry:
+            log_key = self.key(limiter_key)
+            scripted = self._entered(
+                link, shared_key, policy, probe_lifetime, log_key=log_key, limit=limit
+            )
+            entry = await _scripted(timeout, scripted)
+            verdict = entry.verdict
+            self._saw(shared_key, verdict.ticket, verdict.after, verdict.failures)
+            return entry
+
+        def local() -> Entry:
+            verdict = self._in_process(key, acquire, (policy, clock, probe_lifetime))
+            if verdict.ticket is None:
+                return Entry(verdict, None)
+            return Entry(verdict, self._in_process(limiter_key, admit, (limit, clock())))
+
+        return await self._change(key, local, shared)
 
     async def record(
         self,
@@ -261,13 +319,20 @@ class RedisStore(StateStore):
         """The report of how an attempt ended (see :meth:`StateStore.record
         <tdk.runner.StateStore.record>`), one script on Redis, or none for a success in a
         circuit this store saw closed and clean."""
+        if outcome is not FAILURE and self._down_until is None:  # (see shared() below)
+            call = CALL_DEADLINE.get()
+            if (call is None or not call.fell_back) and self._quiet.get(self.key(key)) == ticket:
+                return _QUIET
 
         async def shared(link: Link, shared_key: str, timeout: float) -> Transition:
-            if outcome is SUCCESS and self._quiet.get(shared_key) == ticket:
+            if outcome is not FAILURE and self._quiet.get(shared_key) == ticket:
                 # A success admitted by a circuit that was closed and clean: it has nothing
                 # to reset (a failure another worker reported since is newer than this
                 # success, which began before it), so no round trip; the answer is the
-                # circuit as this store last saw it.
+                # circuit as this store last saw it. A neutral report of such an attempt
+                # (the limiter refused it, the tool failed with a bad argument) changes no
+                # closed circuit, nor one that moved on since (a later generation): none
+                # either.
                 return _QUIET
             scripted = self._recorded(link, shared_key, policy, ticket, outcome)
             moved = await _scripted(timeout, scripted)
@@ -275,7 +340,9 @@ class RedisStore(StateStore):
             return moved
 
         args = (policy, clock, ticket, outcome)
-        return await self._change(key, record, args, shared, report=True)
+        return await self._change(
+            key, lambda: self._in_process(key, record, args), shared, report=True
+        )
 
     async def peek(self, key: str, policy: CircuitBreaker, clock: Callable[[], float]) -> bool:
         """Whether the circuit would refuse a call now (see :meth:`StateStore.peek
@@ -284,7 +351,7 @@ class RedisStore(StateStore):
         async def shared(link: Link, shared_key: str, timeout: float) -> bool:
             return await _scripted(timeout, self._peeked(link, shared_key, policy))
 
-        return await self._change(key, peek, (policy, clock), shared)
+        return await self._change(key, lambda: self._in_process(key, peek, (policy, clock)), shared)
 
     async def consume(self, key: str, ttl: float) -> bool:
         """Mark ``key`` used for ``ttl`` seconds (see :meth:`StateStore.consume
@@ -301,20 +368,20 @@ class RedisStore(StateStore):
     async def _change(
         self,
         key: str,
-        change: Callable[..., tuple[Any, _R]],
-        args: tuple[Any, ...],
+        local: Callable[[], _R],
         shared: Callable[[Link, str, float], Awaitable[_R]],
         *,
         report: bool = False,
     ) -> _R:
-        """``shared`` (the change on Redis, within a timeout) while Redis answers in time;
-        else ``change`` applied to this process's state. ``report``: a report of how an
-        attempt ended, which may take a tenth of a call's deadline past it."""
+        """``shared`` (the change of ``key`` on Redis, within a timeout) while Redis answers
+        in time; else ``local()``, the change applied to this process's state. ``report``: a
+        report of how an attempt ended, which may take a tenth of a call's deadline past
+        it."""
         timeout = self.timeout
         call = CALL_DEADLINE.get()  # (a runner's call with a deadline, in progress)
         if call is not None:
             if call.fell_back:  # (its circuit's ticket, say, came from this process)
-                return self._in_process(key, change, args)
+                return local()
             # Half of what the deadline leaves at most: the attempt (or the retry) keeps the
             # other half. A report of how an attempt ended gets a tenth of the deadline even
             # when it is spent: a server that answers gets it (an attempt that ran into the
@@ -323,12 +390,12 @@ class RedisStore(StateStore):
             timeout = min(timeout, max(half, call.length / 10) if report else half)
             if timeout <= 0:
                 call.fell_back = True
-                return self._in_process(key, change, args)
+                return local()
         down_until = self._down_until
         if down_until is not None:
             now = time.monotonic()
             if now < down_until:
-                return self._in_process(key, change, args)
+                return local()
             self._down_until = now + self.retry_interval  # this call tries; the others wait
         try:
             answer = await shared(self._here(), self.key(key), timeout)
@@ -340,7 +407,7 @@ class RedisStore(StateStore):
                 call.fell_back = True  # the call's deadline, not the store's timeout: no outage
             else:
                 self._went_down(failure)
-            return self._in_process(key, change, args)
+            return local()
         if down_until is not None:
             self._down_until = None
             logger.info("Redis answers again: runner state is shared again")
@@ -426,30 +493,48 @@ class RedisStore(StateStore):
         return bool(refuses)
 
     async def _admitted(self, link: Link, key: str, limit: RateLimit) -> float:
-        period_us = _us(limit.period)
-        nonce = secrets.token_hex(4)
-        wait, held = await link.admit(
-            keys=[key], args=[limit.calls, period_us, nonce, _ttl_ms(limit.period)]
-        )
-        self._replaced(key, held)
-        waited = int(wait)
-        if not 0 <= waited <= period_us:  # (the script never answers another: no answer)
-            raise ValueError(waited)
-        return waited / _SECOND_US
+        answer = await link.admit(keys=[key], args=_admit_args(limit))
+        return self._wait(key, limit, answer)
 
     async def _acquired(
         self, link: Link, key: str, policy: CircuitBreaker, probe_lifetime: float | None
     ) -> Verdict:
-        lifetime = policy.reset_timeout if probe_lifetime is None else probe_lifetime
-        ticket, before, after, failures, wait, held = await link.acquire(
-            keys=[key],
-            args=[
-                _us(policy.reset_timeout),
-                policy.half_open_max_calls,
-                _us(lifetime),
-                _ttl_ms(2 * max(policy.reset_timeout, lifetime)),
-            ],
-        )
+        answer = await link.acquire(keys=[key], args=_acquire_args(policy, probe_lifetime))
+        return self._verdict(key, answer)
+
+    async def _entered(
+        self,
+        link: Link,
+        key: str,
+        policy: CircuitBreaker,
+        probe_lifetime: float | None,
+        *,
+        log_key: str,
+        limit: RateLimit,
+    ) -> Entry:
+        args = [_acquire_spec(policy, probe_lifetime), _admit_spec(limit), secrets.token_hex(4)]
+        answer = await link.enter(keys=[key, log_key], args=args)
+        if len(answer) == 2:  # the common answer: a closed circuit's ticket, admitted
+            ticket, failures = answer
+            return Entry(Verdict(int(ticket), _CLOSED, _CLOSED, int(failures), None), 0.0)
+        verdict = self._verdict(key, answer[:6])
+        if verdict.ticket is None:
+            return Entry(verdict, None)
+        return Entry(verdict, self._wait(log_key, limit, answer[6:]))
+
+    def _wait(self, key: str, limit: RateLimit, answer: list[Any]) -> float:
+        """The limiter's answer, in seconds, from a script's ``{wait (us), replaced}``."""
+        wait, held = answer
+        self._replaced(key, held)
+        waited = int(wait)
+        if not 0 <= waited <= _us(limit.period):  # (the script never answers another)
+            raise ValueError(waited)
+        return waited / _SECOND_US
+
+    def _verdict(self, key: str, answer: list[Any]) -> Verdict:
+        """The circuit's verdict from a script's ``{ticket, before, after, failures,
+        retry_after (us), replaced}``."""
+        ticket, before, after, failures, wait, held = answer
         self._replaced(key, held)
         return Verdict(
             None if int(ticket) < 0 else int(ticket),
@@ -474,40 +559,40 @@ class RedisStore(StateStore):
         self._replaced(key, held)
         return Transition(_state(before), _state(after), int(failures))
 
-    async def _optimistic(
-        self,
-        link: Link,
-        key: str,
-        change: Callable[..., tuple[Any, _R]],
-        args: tuple[Any, ...],
-        timeout: float,
-    ) -> _R:
-        """``change`` applied with ``WATCH``/``MULTI``: the state as JSON, tried again after
-        a short jittered pause on a conflict, at most ``_MAX_CONFLICTS`` times (then a
-        ``RuntimeError``: contention is no outage). A key that holds no JSON (a value of
-        another type, or text JSON cannot read) is read as no state, and written afresh."""
-        pause = 0.001
-        for _ in range(_MAX_CONFLICTS):
-            try:
-                async with (
-                    asyncio.timeout(timeout),  # (the pipeline's UNWATCH on exit too)
-                    link.client.pipeline(transaction=True) as pipe,
-                ):
-                    await pipe.watch(key)
-                    old, held = await _json_state(pipe, key)
-                    state, answer = change(old, *args)
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.set(key, json.dumps(state, default=_json_value))
-                    await pipe.execute()
-                self._replaced(key, held)
-                return answer
-            except WatchError:  # another worker wrote first: again, after a pause
-                await asyncio.sleep(random.uniform(0, pause))  # noqa: S311 (jitter)
-                pause = min(pause * 2, 0.1)
-        raise _ContentionError(
-            f"the state under {key!r} changed {_MAX_CONFLICTS} times while this change was "
-            "applied: too many workers change it at once"
-        )
+
+async def _optimistic(
+    link: Link,
+    key: str,
+    change: Callable[..., tuple[Any, _R]],
+    args: tuple[Any, ...],
+    timeout: float,
+) -> tuple[_R, str]:
+    """``change`` applied with ``WATCH``/``MULTI``: the state as JSON, tried again after a
+    short jittered pause on a conflict, at most ``_MAX_CONFLICTS`` times (then a
+    ``RuntimeError``: contention is no outage). A key that holds no JSON (a value of another
+    type, or text JSON cannot read) is read as no state, and written afresh. The answer, and
+    what the key held instead of a state ('' when it held one, or nothing)."""
+    pause = 0.001
+    for _ in range(_MAX_CONFLICTS):
+        try:
+            async with (
+                asyncio.timeout(timeout),  # (the pipeline's UNWATCH on exit too)
+                link.client.pipeline(transaction=True) as pipe,
+            ):
+                await pipe.watch(key)
+                old, held = await _json_state(pipe, key)
+                state, answer = change(old, *args)
+                pipe.multi()  # type: ignore[no-untyped-call]
+                pipe.set(key, json.dumps(state, default=_json_value))
+                await pipe.execute()
+            return answer, held
+        except WatchError:  # another worker wrote first: again, after a pause
+            await asyncio.sleep(random.uniform(0, pause))  # noqa: S311 (jitter)
+            pause = min(pause * 2, 0.1)
+    raise _ContentionError(
+        f"the state under {key!r} changed {_MAX_CONFLICTS} times while this change was "
+        "applied: too many workers change it at once"
+    )
 
 
 async def _scripted(timeout: float, script: Awaitable[_R]) -> _R:
@@ -548,6 +633,35 @@ def _us(seconds: float) -> int:
 
 def _ttl_ms(seconds: float) -> int:
     return math.ceil(min(seconds, _LONGEST_SECONDS) * 1000) + _TTL_MARGIN_MS
+
+
+def _admit_args(limit: RateLimit) -> list[int | str]:
+    """ADMIT's arguments: calls, period (us), a unique member suffix, time to live (ms)."""
+    return [limit.calls, _us(limit.period), secrets.token_hex(4), _ttl_ms(limit.period)]
+
+
+def _acquire_args(policy: CircuitBreaker, probe_lifetime: float | None) -> list[int]:
+    """ACQUIRE's arguments: reset timeout (us), probes at most, probe lifetime (us), time to
+    live (ms)."""
+    lifetime = policy.reset_timeout if probe_lifetime is None else probe_lifetime
+    return [
+        _us(policy.reset_timeout),
+        policy.half_open_max_calls,
+        _us(lifetime),
+        _ttl_ms(2 * max(policy.reset_timeout, lifetime)),
+    ]
+
+
+@functools.lru_cache(maxsize=256)
+def _acquire_spec(policy: CircuitBreaker, probe_lifetime: float | None) -> str:
+    """ACQUIRE's arguments as ENTER takes them: one text (the same for every call)."""
+    return ":".join(map(str, _acquire_args(policy, probe_lifetime)))
+
+
+@functools.lru_cache(maxsize=256)
+def _admit_spec(limit: RateLimit) -> str:
+    """ADMIT's calls, period (us) and time to live (ms), as ENTER takes them: one text."""
+    return f"{limit.calls}:{_us(limit.period)}:{_ttl_ms(limit.period)}"
 
 
 def _peek_args(policy: CircuitBreaker) -> list[int]:

@@ -21,7 +21,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from tdk.runner._redis_scripts import ACQUIRE, ADMIT, PEEK, RECORD
+from tdk.runner._redis_scripts import ACQUIRE, ADMIT, ENTER, PEEK, RECORD
 
 __all__ = ["Client", "Link", "client_from"]
 
@@ -32,7 +32,7 @@ Client = aioredis.Redis | aioredis.RedisCluster
 class Link:
     """The store's client in one event loop, with tdk's scripts registered on it."""
 
-    __slots__ = ("acquire", "admit", "client", "holder", "loop", "peek", "record")
+    __slots__ = ("acquire", "admit", "client", "enter", "holder", "loop", "peek", "record")
 
     def __init__(self, client: Client) -> None:
         self.client: Final = client
@@ -40,6 +40,7 @@ class Link:
         self.acquire: Final = client.register_script(ACQUIRE)
         self.record: Final = client.register_script(RECORD)
         self.peek: Final = client.register_script(PEEK)
+        self.enter: Final = client.register_script(ENTER)
         self.loop: asyncio.AbstractEventLoop | None = None
         """The loop whose connections the client holds (None: not bound to one yet)."""
         self.holder: AsyncGenerator[None, None] | None = None
@@ -80,12 +81,17 @@ def client_from(url: str, timeout: float) -> aioredis.Redis:
 
     The pool waits (up to the timeout) for a free connection rather than fail at once: a
     burst of calls is no outage. A dropped connection (an idle one a proxy closed) is tried
-    once more on a fresh one before it counts as one.
+    once more on a fresh one before it counts as one. Connecting is bounded by the timeout;
+    a command's reply is bounded by the store itself (each command runs within the store's
+    timeout, or less for a call with a deadline), not by a socket timeout: redis-py would
+    run every write of the client as a task of its own under ``wait_for``, and every read
+    under a timeout of its own, doubling what the store's one bound does (some 20 us a
+    command, the most of the store's cost after the round trip itself).
     """
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         timeout=timeout,
-        socket_timeout=timeout,
+        socket_timeout=None,  # (the connection's default is 5 s: said, not left out)
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 1),
         retry_on_error=[RedisConnectionError],

@@ -3,7 +3,9 @@
 Each script is the server-side twin of one change of ``tdk.runner`` (``admit``, ``acquire``,
 ``record``, ``peek``), with the same rules, applied in one atomic step and timed by the Redis
 server's own clock (``TIME``, in microseconds), so that worker clocks do not matter. Times
-and durations are whole microseconds (exact in Lua's doubles until the year 2255).
+and durations are whole microseconds (exact in Lua's doubles until the year 2255). ``ENTER``
+is ``acquire`` then ``admit`` in one step: a call with a circuit and a limiter enters in one
+round trip.
 
 - The limiter's log is a sorted set of admission times; the answer is the wait until the
   oldest entry that keeps the window full leaves it (0: admitted).
@@ -24,56 +26,69 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ACQUIRE", "ADMIT", "PEEK", "RECORD"]
+__all__ = ["ACQUIRE", "ADMIT", "ENTER", "PEEK", "RECORD"]
+
+# The limiter's admission, a function of the log's key: the body of ADMIT and half of ENTER.
+_ADMIT_LOG: Final = """
+local function admit_log(key, calls, period, member, ttl)
+  local replaced = ''
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  calls = tonumber(calls)
+  period = tonumber(period)
+  local trimmed = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', now - period)
+  if type(trimmed) == 'table' and trimmed['err'] then
+    replaced = redis.call('TYPE', key)['ok']  -- (WRONGTYPE: a value of another type)
+    redis.call('DEL', key)
+  end
+  local count = redis.call('ZCARD', key)
+  -- The key names its limit, and no admission adds past it: a longer log is none of ours
+  -- (and reading it whole below would cost what its planter chose).
+  if count > calls then
+    redis.call('DEL', key)
+    replaced = 'zset longer than its limit'
+    count = 0
+  end
+  -- Entries later than now (a server whose clock stepped back, a failover to a replica
+  -- behind it) count as made now, as in process: no wait is ever longer than the period.
+  -- (Their new scores leave the count as it is.)
+  -- (Numbers joined into text are formatted whole: Lua's own tostring keeps 14 digits, and a
+  -- time in microseconds has 16.)
+  local later = redis.call('ZRANGEBYSCORE', key, string.format('(%.0f', now), '+inf')
+  for _, entry in ipairs(later) do redis.call('ZADD', key, now, entry) end
+  if count < calls then
+    redis.call('ZADD', key, now, string.format('%.0f:%s', now, member))
+    redis.call('PEXPIRE', key, ttl)
+    return {0, replaced}
+  end
+  redis.call('PEXPIRE', key, ttl)  -- (a refusal renews it too: a log never lingers)
+  local oldest = redis.call('ZRANGE', key, count - calls, count - calls, 'WITHSCORES')
+  local wait = tonumber(oldest[2]) + period - now
+  if wait > period then wait = period end
+  if wait < 1 then wait = 1 end
+  return {wait, replaced}
+end
+"""
 
 #: KEYS[1]: the log. ARGV: calls, period (us), a unique member suffix, time to live (ms).
 #: Returns {the wait in microseconds (0: admitted, and logged), what a replaced key held}.
-ADMIT: Final = """
-local replaced = ''
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'zset' and kind ~= 'none' then
-  redis.call('DEL', KEYS[1])
-  replaced = kind
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local calls = tonumber(ARGV[1])
-local period = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
--- The key names its limit, and no admission adds past it: a longer log is none of ours (and
--- reading it whole below would cost what its planter chose).
-if redis.call('ZCARD', KEYS[1]) > calls then
-  redis.call('DEL', KEYS[1])
-  replaced = 'zset longer than its limit'
-end
--- Entries later than now (a server whose clock stepped back, a failover to a replica behind
--- it) count as made now, as in process: no wait is ever longer than the period.
-local later = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
-for _, member in ipairs(later) do redis.call('ZADD', KEYS[1], now, member) end
-local count = redis.call('ZCARD', KEYS[1])
-if count < calls then
-  redis.call('ZADD', KEYS[1], now, now .. ':' .. ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  return {0, replaced}
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[4])  -- (a refusal renews it too: a log never lingers)
-local oldest = redis.call('ZRANGE', KEYS[1], count - calls, count - calls, 'WITHSCORES')
-local wait = tonumber(oldest[2]) + period - now
-if wait > period then wait = period end
-if wait < 1 then wait = 1 end
-return {wait, replaced}
+ADMIT: Final = (
+    _ADMIT_LOG
+    + """
+return admit_log(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 """
+)
 
 # The circuit's fields, read and written by the three circuit scripts.
 _LOAD: Final = """
 local replaced = ''
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'hash' and kind ~= 'none' then
-  redis.call('DEL', KEYS[1])
-  replaced = kind
-end
-local f = redis.call('HMGET', KEYS[1], 'state', 'failures', 'opened_at', 'probes',
+local f = redis.pcall('HMGET', KEYS[1], 'state', 'failures', 'opened_at', 'probes',
   'probes_expire', 'generation')
+if f['err'] then  -- (WRONGTYPE: a value of another type, replaced)
+  replaced = redis.call('TYPE', KEYS[1])['ok']
+  redis.call('DEL', KEYS[1])
+  f = {}
+end
 local function count(text)  -- a whole number >= 0: anything else (nan, inf, -1) is 0
   local n = tonumber(text)
   if n == nil or n ~= n or n < 0 or n >= 2^53 then return 0 end
@@ -99,39 +114,79 @@ local function save(ttl)
 end
 """
 
+# The circuit's ticket or refusal, a function of its arguments (the circuit is loaded by
+# _LOAD): the body of ACQUIRE and the first half of ENTER.
+_ACQUIRE_CIRCUIT: Final = """
+local function acquire_circuit(reset, most, lifetime, ttl)
+  local before = state
+  if state == 'closed' then return {generation, before, state, failures, -1, replaced} end
+  local now = now_us()
+  reset = tonumber(reset)
+  lifetime = tonumber(lifetime)
+  if state == 'open' then
+    if opened_at > now then  -- a clock stepped back counts from now (and is kept so)
+      opened_at = now
+      save(ttl)
+    end
+    local reopens = opened_at + reset
+    if now < reopens then return {-1, before, before, failures, reopens - now, replaced} end
+    state = 'half_open'
+    generation = generation + 1
+    probes = 0
+  elseif probes >= tonumber(most) then
+    if expire > now + lifetime then
+      expire = now + lifetime
+      save(ttl)
+    end
+    if now < expire then return {-1, before, before, failures, expire - now, replaced} end
+    generation = generation + 1
+    probes = 0
+  end
+  probes = probes + 1
+  expire = now + lifetime
+  save(ttl)
+  return {generation, before, state, failures, -1, replaced}
+end
+"""
+
 #: KEYS[1]: the circuit. ARGV: reset timeout (us), probes at most, probe lifetime (us), time to
 #: live (ms). Returns {ticket, before, after, failures, retry_after (us), replaced}.
 ACQUIRE: Final = (
     _LOAD
+    + _ACQUIRE_CIRCUIT
     + """
-local before = state
-if state == 'closed' then return {generation, before, state, failures, -1, replaced} end
-local now = now_us()
-local reset = tonumber(ARGV[1])
-local lifetime = tonumber(ARGV[3])
-if state == 'open' then
-  if opened_at > now then  -- a clock stepped back counts from now (and is kept so)
-    opened_at = now
-    save(ARGV[4])
-  end
-  local reopens = opened_at + reset
-  if now < reopens then return {-1, before, before, failures, reopens - now, replaced} end
-  state = 'half_open'
-  generation = generation + 1
-  probes = 0
-elseif probes >= tonumber(ARGV[2]) then
-  if expire > now + lifetime then
-    expire = now + lifetime
-    save(ARGV[4])
-  end
-  if now < expire then return {-1, before, before, failures, expire - now, replaced} end
-  generation = generation + 1
-  probes = 0
+return acquire_circuit(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+"""
+)
+
+#: A call entering: the circuit's ticket and, when it gives one, the limiter's admission, in
+#: one atomic step (one round trip for a call that has both policies). KEYS[1]: the circuit,
+#: KEYS[2]: the log (a standalone server: the two keys may lie in different cluster slots).
+#: ARGV: ACQUIRE's four joined by ':' (one argument), ADMIT's calls, period and time to live
+#: joined the same way, and ADMIT's member suffix (fewer arguments: each costs the client
+#: some microseconds to send, and these two are the same for every call of a policy).
+#: Returns ACQUIRE's answer followed by ADMIT's
+#: {wait, replaced}; a refused ticket leaves the log alone and answers {-1, ''} for it. The
+#: common answer (a closed circuit's ticket, admitted, no key replaced) is short: {ticket,
+#: failures}.
+ENTER: Final = (
+    _LOAD
+    + _ACQUIRE_CIRCUIT
+    + _ADMIT_LOG
+    + """
+local reset, most, lifetime, ttl = string.match(ARGV[1], '^(%d+):(%d+):(%d+):(%d+)$')
+local calls, period, log_ttl = string.match(ARGV[2], '^(%d+):(%d+):(%d+)$')
+local verdict = acquire_circuit(reset, most, lifetime, ttl)
+local admitted = {-1, ''}
+if verdict[1] >= 0 then admitted = admit_log(KEYS[2], calls, period, ARGV[3], log_ttl) end
+-- The common answer, short: a closed circuit's ticket, admitted, nothing replaced.
+if verdict[3] == 'closed' and verdict[2] == 'closed' and admitted[1] == 0
+    and verdict[6] == '' and admitted[2] == '' then
+  return {verdict[1], verdict[4]}
 end
-probes = probes + 1
-expire = now + lifetime
-save(ARGV[4])
-return {generation, before, state, failures, -1, replaced}
+verdict[7] = admitted[1]
+verdict[8] = admitted[2]
+return verdict
 """
 )
 

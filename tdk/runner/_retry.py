@@ -34,6 +34,7 @@ from tdk.runner._events import RetryScheduled, RetryStopped
 from tdk.runner._gate import Gate, changes_the_circuit
 from tdk.runner._limiter import admit, wait_ms
 from tdk.runner._plan import Plan
+from tdk.runner._policies import RateLimit
 from tdk.runner._refusals import circuit_open, deadline_passed, rate_limited, refusal_result
 from tdk.runner._slots import bodies_ended
 from tdk.runner._stats import Counters
@@ -65,6 +66,7 @@ class Call:
         "call_id",
         "context",
         "deadline",
+        "entering",
         "last",
         "lingering",
         "plan",
@@ -96,6 +98,9 @@ class Call:
         limit: they keep the call's slots until they end."""
         self.ticket: int | None = None
         """The circuit's ticket of the next attempt (None: no circuit, or used)."""
+        self.entering = False
+        """Whether the next attempt asks for its circuit's ticket with its limiter's
+        admission, in one step of a shared store (``Gate.enter``)."""
         self.waited = False
         """Whether the call waited for anything (slots, the limiter, a retry)."""
         self.tries = 0
@@ -144,11 +149,15 @@ class Attempts:
                 if limit is None:
                     return self._turned_away(call, "deadline")
                 if limiter is not None:
-                    wait = (  # (in process: asked inline, without a coroutine)
-                        admit(plan.log, limiter, self._clock())[1]
-                        if plan.log is not None
-                        else await self._admission.ask(plan, limiter)
-                    )
+                    if plan.log is not None:  # (in process: asked inline, without a coroutine)
+                        wait = admit(plan.log, limiter, self._clock())[1]
+                    elif call.entering:
+                        entered = await self._enter(call, limiter)
+                        if isinstance(entered, ToolResult):
+                            return entered
+                        wait = entered
+                    else:
+                        wait = await self._admission.ask(plan, limiter)
                     if wait:  # waited for within max_wait, or refused
                         admitted = await self._limited(call, wait)
                         if isinstance(admitted, ToolResult):
@@ -201,6 +210,32 @@ class Attempts:
             exchanges=exchanges,
         )
         return traced_attempt(attempt, plan.name, call.tries)
+
+    async def _enter(self, call: Call, limiter: RateLimit) -> float | ToolResult:
+        """The circuit's ticket of the call's next attempt, asked with its admission: the
+        limiter's answer; or, when the circuit refuses, the call's refusal (the last failure
+        for a retry)."""
+        call.entering = False
+        plan = call.plan
+        verdict, wait = await self._gate.enter(plan, limiter)
+        if verdict.ticket is None or wait is None:
+            if call.last is not None:
+                return self._gave_up(call, "circuit_open", wait=verdict.retry_after)
+            breaker = plan.policies.circuit_breaker
+            assert breaker is not None
+            refusal = circuit_open(
+                plan.name, breaker, verdict.failures, verdict.after, verdict.retry_after
+            )
+            return refusal_result(
+                plan.name,
+                refusal,
+                call.context,
+                call.call_id,
+                call.started,
+                instruments=self._gate.instruments,
+            )
+        call.ticket = verdict.ticket
+        return wait
 
     async def _limited(self, call: Call, wait: float) -> float | ToolResult:
         """An attempt the rate limiter would admit in ``wait`` seconds: waited for while the
@@ -283,6 +318,9 @@ class Attempts:
         if call.lingering and not await bodies_ended(call.lingering, plan.own_timeout):
             return self._gave_up(call, "still_running")
         if plan.policies.circuit_breaker is None:
+            return None
+        if self._gate.enters(plan):  # asked with the retry's admission, in one step
+            call.entering = True
             return None
         verdict = await self._gate.retry_ticket(plan)
         if verdict.ticket is None:

@@ -419,17 +419,23 @@ class ToolRunner:
         """The call past its guards (the circuit, then the slots), then its attempts; or the
         refusal of the first guard that said no (which hands back what earlier ones gave)."""
         plan = call.plan
+        slots = self._slots
+        taken = False
         if plan.policies.circuit_breaker is not None:
             circuit = plan.circuit
             if circuit is not None and circuit.state is _CLOSED:
                 call.ticket = circuit.generation  # what acquire() answers, without a change
+            elif self._gate.enters(plan) and slots.try_take(plan):
+                # A shared store, and a limiter too: the ticket is asked with the first
+                # attempt's admission, in one round trip (the slots were free: no wait
+                # between the two guards, whose order therefore does not show).
+                call.entering = taken = True
             else:
                 ticket = await self._gate.ticket(plan)
                 if isinstance(ticket, ToolError):
                     return self._refused(call, ticket)
                 call.ticket = ticket
-        slots = self._slots
-        if not slots.try_take(plan):  # (free slots are taken without an await)
+        if not taken and not slots.try_take(plan):  # (free slots are taken without an await)
             call.waited = True
             refusal = await slots.queue(plan, call.deadline, call.ticket)
             if refusal is not None:

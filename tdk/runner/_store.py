@@ -12,7 +12,10 @@ The runner asks for four changes by name: :meth:`StateStore.admit` (the limiter)
 circuit). Each defaults to :meth:`~StateStore.update` with the rule of the same name, so a store
 needs only ``update``; a store that knows a faster way (``RedisStore``: a script each) overrides
 them. A store that does not subclass :class:`StateStore` gets the defaults through
-:func:`named_operations`.
+:func:`named_operations`. A fifth, :meth:`~StateStore.enter`, is ``acquire`` then ``admit``
+for an attempt that has both policies: a shared store may answer both in one round trip
+(``RedisStore``: one script); the runner asks it of a store that has it, and asks the two
+one after the other of any other.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Final, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 from tdk.runner import _breaker, _limiter
 from tdk.runner._breaker import CircuitState, Outcome, Transition, Verdict
@@ -30,6 +33,7 @@ from tdk.runner._policies import CircuitBreaker, RateLimit
 __all__ = [
     "CALL_DEADLINE",
     "CallDeadline",
+    "Entry",
     "InMemoryStore",
     "StateStore",
     "UpdateStore",
@@ -68,6 +72,17 @@ CALL_DEADLINE: Final[ContextVar[CallDeadline | None]] = ContextVar(
 )
 """Set by the runner for the length of a call with a deadline on a store that is not the
 in-process one (see :class:`CallDeadline`)."""
+
+
+class Entry(NamedTuple):
+    """The answer of :meth:`StateStore.enter`: the circuit's verdict on an attempt and, when
+    it gives a ticket, the limiter's answer."""
+
+    verdict: Verdict
+    """The circuit's verdict (its ``ticket`` is None: refused, and the limiter not asked)."""
+    wait: float | None
+    """The limiter's answer: 0.0 (admitted), or the seconds until it would admit the
+    attempt; None when the circuit refused it."""
 
 
 class UpdateStore(Protocol):
@@ -153,6 +168,25 @@ class StateStore(Protocol):
         (``docs/asks.md``); a store that cannot answer must raise, never answer True."""
         first: bool = await self.update(key, consumed, time.time(), time.time() + ttl)
         return first
+
+    async def enter(
+        self,
+        key: str,
+        policy: CircuitBreaker,
+        clock: Callable[[], float],
+        probe_lifetime: float | None = None,
+        *,
+        limiter_key: str,
+        limit: RateLimit,
+    ) -> Entry:
+        """An attempt with a circuit (under ``key``) and a limiter (under ``limiter_key``):
+        :meth:`acquire`, then, when the circuit gives a ticket, :meth:`admit` at ``clock()``.
+        A shared store may do both in one step (``RedisStore``: one round trip); a refusal
+        of the circuit leaves the limiter untouched either way."""
+        verdict = await self.acquire(key, policy, clock, probe_lifetime)
+        if verdict.ticket is None:
+            return Entry(verdict, None)
+        return Entry(verdict, await self.admit(limiter_key, limit, clock()))
 
     @classmethod
     def __subclasshook__(cls, other: type) -> bool:

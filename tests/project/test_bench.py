@@ -61,6 +61,12 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
             id="redis",
         ),
         pytest.param(
+            "bench_serve.py",
+            ["--seconds", "0.3", "--clients", "2", "--workers", "2", "--starts", "1"],
+            ["tdk serve", "SDK MCPServer", "cold start", "tdk serve, 2 workers"],
+            id="serve",
+        ),
+        pytest.param(
             "bench_otel.py",
             ["--calls", "50"],
             ["absent", "idle", "recording"],
