@@ -171,6 +171,12 @@ def _serve_runner(
     seat: Seat | None = options.worker
     if seat is None or seat.index == 0:  # (said by one worker)
         _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
+    if seat is not None and seat.index == 0 and runner.stats().store == "local":
+        streams.say(
+            "tdk serve: WARNING: the workers share no state: each keeps its own rate limits, "
+            "circuits and record of used resume tokens (serve a ToolRunner with a RedisStore "
+            "and one state_key: docs/mcp.md, Deploying behind a load balancer)"
+        )
     serving: Coroutine[Any, Any, None]
     lifeline = None
     if options.http:

@@ -305,6 +305,7 @@ def test_four_workers_answer_fifty_clients_once_under_one_shared_limit(
     assert command(redis_server.port, "ZCARD", key) == b":60\r\n"
     assert "tdk serve: http://" in served.text
     assert served.text.count(f"tdk serve: {url}") == 1
+    assert "share no state" not in served.text  # (the RedisStore is shared)
 
 
 # -- 2. usage ------------------------------------------------------------------------------
@@ -382,6 +383,8 @@ def test_a_dead_worker_is_said_and_not_replaced(plain: Path) -> None:
     url = f"http://{HOST}:{port}/mcp"
     with supervisor(serve_argv("plain_tools.py", port, "--workers", "2"), cwd=plain) as served:
         first, second = served.pids()
+        # (their runner keeps its state per process: said once, before anything is served)
+        served.wait_for(r"^tdk serve: WARNING: the workers share no state: each keeps its own")
         os.kill(first, signal.SIGKILL)
         served.wait_for(
             rf"worker 1 \(pid {first}\) was ended by SIGKILL: not replaced; 1 of 2 workers serve"
