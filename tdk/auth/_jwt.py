@@ -23,6 +23,15 @@ from tdk.auth._keys import MIN_REFRESH, Key, KeySet
 
 __all__ = ["JWTVerifier", "refusal_reason"]
 
+
+class _NotANumericDate(jwt.InvalidTokenError):
+    """A time claim (``exp``, ``nbf``, ``iat``) that is not a JSON number (RFC 7519's
+    NumericDate): PyJWT reads ``"1796540388"`` as a number; tdk refuses it."""
+
+
+#: The claims RFC 7519 says are NumericDates.
+_TIME_CLAIMS: Final = ("exp", "nbf", "iat")
+
 #: Why PyJWT refused a token, in words that quote nothing of it (most specific first).
 _REASONS: Final[tuple[tuple[type[jwt.PyJWTError], str], ...]] = (
     (jwt.ExpiredSignatureError, "it has expired"),
@@ -34,6 +43,7 @@ _REASONS: Final[tuple[tuple[type[jwt.PyJWTError], str], ...]] = (
     (jwt.InvalidAlgorithmError, "its algorithm is not one its key allows"),
     (jwt.InvalidKeyError, "its key is too weak or unusable"),
     (jwt.DecodeError, "it is not a well-formed JWT"),
+    (_NotANumericDate, "a time claim (exp, nbf, iat) is not a number"),
 )
 
 
@@ -129,6 +139,10 @@ class JWTVerifier:
             # least: a shorter one is refused, not warned about)
             options={"require": ["exp", "iss", "aud"], "enforce_minimum_key_length": True},
         )
+        for name in _TIME_CLAIMS:
+            value = claims.get(name)
+            if value is not None and (type(value) is bool or not isinstance(value, int | float)):
+                raise _NotANumericDate(name)
         return claims
 
     async def aclose(self) -> None:

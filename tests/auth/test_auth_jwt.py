@@ -82,6 +82,8 @@ BAD_TOKENS: list[object] = [
     pytest.param(lambda i: i.token(nbf=int(time.time()) + 3600), id="nbf-in-the-future"),
     pytest.param(lambda i: i.token(iat=int(time.time()) + 3600), id="iat-in-the-future"),
     pytest.param(lambda i: i.token(exp=None), id="no-exp"),
+    pytest.param(lambda i: i.token(exp=str(int(time.time()) + 3600)), id="exp-a-numeric-string"),
+    pytest.param(lambda i: i.token(iat=str(int(time.time()))), id="iat-a-numeric-string"),
     pytest.param(lambda i: i.token(iss="https://evil.example.test"), id="wrong-issuer"),
     pytest.param(lambda i: i.token(iss=None), id="no-issuer"),
     pytest.param(lambda i: i.token(aud="https://other.example.test/mcp"), id="wrong-audience"),
