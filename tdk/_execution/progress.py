@@ -113,7 +113,11 @@ def report_progress(
 def _check_number(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"progress {name} must be a number, not {type(value).__name__}")
-    if not math.isfinite(value) or value < 0:
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # (an int too large for a float)
+        finite = False
+    if not finite or value < 0:
         raise ValueError(f"progress {name} must be a finite number >= 0, not {value!r}")
 
 

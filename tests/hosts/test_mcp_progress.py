@@ -265,6 +265,7 @@ BAD_REPORTS = [
     pytest.param(("3",), {}, TypeError, id="text-done"),
     pytest.param((True,), {}, TypeError, id="bool-done"),
     pytest.param((1,), {"total": float("inf")}, ValueError, id="infinite-total"),
+    pytest.param((10**400,), {}, ValueError, id="an-int-too-large-for-a-float"),
     pytest.param((1,), {"message": 3}, TypeError, id="message-not-text"),
 ]
 
