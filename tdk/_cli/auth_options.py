@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from tdk.auth._fetch import checked_url
+from tdk.auth._urls import checked_url
 
 if TYPE_CHECKING:
     from tdk._define.toolkit import Toolkit

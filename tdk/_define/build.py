@@ -26,6 +26,7 @@ from tdk._define.definition import (
     NO_REQUIREMENTS,
     ApprovalRule,
     ToolAnnotations,
+    ToolAuth,
     ToolDefinition,
     ToolRequirements,
     ToolSpec,
@@ -34,6 +35,7 @@ from tdk._define.docstrings import Doc, parse_docstring
 from tdk._define.options import (
     MARKS,
     check_approval_option,
+    check_auth,
     check_deprecation,
     check_description,
     check_inline,
@@ -55,6 +57,7 @@ from tdk._define.problems import (
 )
 from tdk._define.schema import core_may_hold_numbers, may_hold_numbers, output_adapter, output_extra
 from tdk._define.signature import Parameters, resolve_hints, unresolved, unresolved_hint
+from tdk.auth._provider import AuthRequirement
 
 #: The fields-set every definition built by ``@tool`` shares (all fields are given). Sharing
 #: is safe because definitions are frozen and ``model_copy`` copies the set before updating
@@ -78,6 +81,7 @@ class ToolOptions(NamedTuple):
     destructive: object = None
     open_world: object = None
     requires_approval: object = False
+    requires_auth: object = None
 
 
 def define_tool(
@@ -106,6 +110,14 @@ def define_tool(
     inputs = Parameters(problems, settings.name, hints, failures, doc, fn=fn)
     signature = inspect.signature(fn)
     inputs.collect(_without_method_receiver(problems, fn, signature))
+    if settings.auth is not None and inputs.context_parameter is None:
+        problems.add(
+            ProblemKind.INVALID_AUTH,
+            None,
+            f"requires_auth= gives the call the user's token at '{settings.auth.provider.name}'"
+            " as context.auth_token, but the function takes no ToolContext parameter",
+            "add a parameter annotated ToolContext, e.g. context: ToolContext",
+        )
     model, input_schema = inputs.build_model()
     adapter, output_schema = _output(problems, fn, hints, failures)
     if problems:
@@ -132,6 +144,7 @@ class _Settings(NamedTuple):
     annotations: ToolAnnotations
     approval: ApprovalRule | Literal[True] | None
     declared_destructive: bool  # (destructive=True given: asks for approval when served)
+    auth: AuthRequirement | None
 
 
 def _checked_settings(
@@ -141,7 +154,8 @@ def _checked_settings(
     in the order their problems are reported."""
     name = check_name(problems, options.name, fn.__name__)
     description = check_description(problems, options.description, doc)
-    requirements = _requirements(problems, options)
+    auth = check_auth(problems, options.requires_auth)
+    requirements = _requirements(problems, options, auth)
     timeout = check_timeout(problems, options.timeout)
     deprecation = check_deprecation(problems, options.deprecated)
     is_async = inspect.iscoroutinefunction(fn)
@@ -159,6 +173,7 @@ def _checked_settings(
         annotations,
         approval,
         options.destructive is True,
+        auth,
     )
 
 
@@ -208,12 +223,16 @@ def _spec(
         writes=not definition.annotations.repeatable,
         approval=settings.approval,
         declared_destructive=settings.declared_destructive,
+        auth=settings.auth,
     )
 
 
-def _requirements(problems: Problems, options: ToolOptions) -> ToolRequirements:
+def _requirements(
+    problems: Problems, options: ToolOptions, auth: AuthRequirement | None
+) -> ToolRequirements:
     """What the tool needs from its context: ``requires_secrets``, ``requires_metadata`` and
-    ``requires_scopes``, checked (most tools need nothing: they share one record)."""
+    ``requires_scopes``, checked, and ``auth`` with the secrets of its provider (most tools
+    need nothing: they share one record)."""
     secrets = check_requirements(
         problems, options.requires_secrets, "requires_secrets", "secret", "API_KEY"
     )
@@ -221,8 +240,11 @@ def _requirements(problems: Problems, options: ToolOptions) -> ToolRequirements:
         problems, options.requires_metadata, "requires_metadata", "metadata value", "tenant_id"
     )
     scopes = check_scopes(problems, options.requires_scopes)
-    if secrets or metadata or scopes:
-        return ToolRequirements(secrets=secrets, metadata=metadata, scopes=scopes)
+    if auth is not None:
+        secrets = tuple(dict.fromkeys((*secrets, *auth.provider.secrets)))
+    if secrets or metadata or scopes or auth:
+        needs = None if auth is None else ToolAuth(provider=auth.provider.name, scopes=auth.scopes)
+        return ToolRequirements(secrets=secrets, metadata=metadata, scopes=scopes, auth=needs)
     return NO_REQUIREMENTS
 
 

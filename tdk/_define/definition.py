@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from tdk._execution.context import ToolContext, context_of_call
+from tdk.auth._provider import AuthRequirement
 
 __all__ = [
     "DEFAULT_ANNOTATIONS",
@@ -21,6 +22,7 @@ __all__ = [
     "ApprovalOption",
     "ApprovalRule",
     "ToolAnnotations",
+    "ToolAuth",
     "ToolDefinition",
     "ToolRequirements",
     "ToolSpec",
@@ -32,6 +34,21 @@ __all__ = [
 ApprovalRule: TypeAlias = Callable[[dict[str, Any], ToolContext], bool]
 #: What ``requires_approval=`` takes.
 ApprovalOption: TypeAlias = bool | ApprovalRule
+
+
+class ToolAuth(BaseModel):
+    """``@tool(requires_auth=...)``: the OAuth 2.0 provider the tool acts on as the user, and
+    the scopes it needs there (``context.auth_token`` is then the user's token for it).
+
+    .. versionadded:: 0.1.0
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str
+    """The provider's name (``OAuthProvider.name``)."""
+    scopes: tuple[str, ...] = ()
+    """The scopes the user must grant there."""
 
 
 class ToolRequirements(BaseModel):
@@ -48,11 +65,17 @@ class ToolRequirements(BaseModel):
     not listed to the caller over MCP, and a call of it is refused.
 
     .. versionadded:: 0.1.0"""
+    auth: ToolAuth | None = None
+    """The user's authorization at an OAuth 2.0 provider (``@tool(requires_auth=...)``):
+    the call gets the user's token there as ``context.auth_token``. The provider's client id
+    and secret are among ``secrets``.
+
+    .. versionadded:: 0.1.0"""
 
     @property
     def needed(self) -> bool:
         """Whether the tool needs anything from its context."""
-        return bool(self.secrets or self.metadata or self.scopes)
+        return bool(self.secrets or self.metadata or self.scopes or self.auth)
 
 
 NO_REQUIREMENTS: Final = ToolRequirements()
@@ -180,6 +203,9 @@ class ToolSpec:
     declared_destructive: bool = False
     """The author said ``destructive=True``: a runner that confirms destructive tools (a
     tool served by ``tdk serve``) asks the user's approval of each call."""
+    auth: AuthRequirement | None = None
+    """``@tool(requires_auth=...)``, checked: the provider and scopes a runner with user
+    authorization gets the user's token for (see :mod:`tdk.runner._acting`)."""
     parameter_names: tuple[str, ...] = field(init=False)
     """The advertised argument names, in order, as an input error lists them; derived from
     ``input_model``."""

@@ -16,6 +16,7 @@ from tdk._define.definition import ApprovalRule, ToolAnnotations
 from tdk._define.docstrings import Doc
 from tdk._define.problems import ProblemKind, Problems, quote
 from tdk._execution.seconds import finite
+from tdk.auth._provider import AuthRequirement, OAuthProvider
 
 #: The rule for tool names shared by OpenAI, Anthropic and MCP hosts.
 TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -138,6 +139,45 @@ def check_scopes(problems: Problems, given: object) -> tuple[str, ...]:
         else:
             scopes[item] = None
     return tuple(scopes)
+
+
+def check_auth(problems: Problems, given: object) -> AuthRequirement | None:
+    """``requires_auth=``: None, an :class:`~tdk.auth.OAuthProvider` (no particular scope),
+    or ``provider.with_scopes(...)`` whose scopes are OAuth scopes, each listed once."""
+    if given is None:
+        return None
+    if type(given) is OAuthProvider:
+        return AuthRequirement(given, ())
+    if type(given) is not AuthRequirement or type(given.provider) is not OAuthProvider:
+        problems.add(
+            ProblemKind.INVALID_AUTH,
+            None,
+            f"requires_auth= must be an OAuthProvider or provider.with_scopes(...), not "
+            f"{quote(given)}",
+            "pass requires_auth=GITHUB or requires_auth=GITHUB.with_scopes('repo'), where "
+            "GITHUB = tdk.auth.OAuthProvider(...)",
+        )
+        return None
+    scopes: dict[str, None] = {}
+    for item in given.scopes:
+        if not isinstance(item, str) or SCOPE_PATTERN.fullmatch(item) is None:
+            problems.add(
+                ProblemKind.INVALID_AUTH,
+                None,
+                f"requires_auth= asks for the scope {quote(item)}, which is not an OAuth scope "
+                "(a non-empty string of printable ASCII without spaces, quotes or backslashes)",
+                "list each scope as its own string: with_scopes('repo', 'read:org')",
+            )
+        elif item in scopes:
+            problems.add(
+                ProblemKind.INVALID_AUTH,
+                None,
+                f"requires_auth= asks for the scope {quote(item)} twice",
+                "list each scope once",
+            )
+        else:
+            scopes[item] = None
+    return AuthRequirement(given.provider, tuple(scopes))
 
 
 def check_timeout(problems: Problems, given: object) -> float | None:

@@ -54,6 +54,7 @@ class ProblemKind(enum.StrEnum):
     CONTRADICTING_MARKS = "contradicting_marks"
     INVALID_SCOPE = "invalid_scope"
     INVALID_APPROVAL = "invalid_approval"
+    INVALID_AUTH = "invalid_auth"
 
     MISSING_ANNOTATION = "missing_annotation"
     UNRESOLVED_ANNOTATION = "unresolved_annotation"
@@ -100,6 +101,7 @@ _DEFINITION_KINDS: Final = frozenset(
         _P.CONTRADICTING_MARKS,
         _P.INVALID_SCOPE,
         _P.INVALID_APPROVAL,
+        _P.INVALID_AUTH,
     }
 )
 _OUTPUT_KINDS: Final = frozenset(

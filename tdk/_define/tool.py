@@ -25,6 +25,7 @@ from tdk._execution.execute import execute, map_direct_call_error
 from tdk._execution.loop import refuse_running_loop, run_blocking
 from tdk._execution.result import ToolResult
 from tdk._execution.telemetry import active
+from tdk.auth._provider import AuthRequirement, OAuthProvider
 from tdk.errors import ToolDefinitionError
 
 __all__ = ["Tool", "tool"]
@@ -184,6 +185,7 @@ def tool(
     destructive: bool | None = None,
     open_world: bool = True,
     requires_approval: ApprovalOption = False,
+    requires_auth: OAuthProvider | AuthRequirement | None = None,
 ) -> Callable[[Callable[_P, _R]], Tool[_P, _R]]: ...
 
 
@@ -204,6 +206,7 @@ def tool(
     destructive: bool | None = None,
     open_world: bool = True,
     requires_approval: ApprovalOption = False,
+    requires_auth: OAuthProvider | AuthRequirement | None = None,
 ) -> Tool[_P, _R] | Callable[[Callable[_P, _R]], Tool[_P, _R]]:
     """Turn a function into a :class:`Tool`, checking its definition now.
 
@@ -215,13 +218,14 @@ def tool(
       :class:`~tdk.ToolContext` must hold before the tool runs (scopes: the caller's OAuth
       scopes; over MCP a caller without them does not see the tool: ``docs/auth.md``);
     - ``timeout``: the tool's own time limit in seconds; ``deprecated``: what to use instead;
-    - ``inline``: run a trivial sync tool on the event loop, no thread hop (``timeout`` refused);
+    - ``inline``: run a trivial sync tool on the event loop (``timeout`` refused);
     - ``read_only``, ``idempotent``, ``destructive``, ``open_world``: what calling it does
-      (:class:`~tdk.ToolAnnotations`, MCP's meanings and defaults). The runner retries a tool
-      that is neither read-only nor idempotent only where the upstream certainly did not act;
+      (:class:`~tdk.ToolAnnotations`, MCP's meanings and defaults; a write is retried only
+      where the upstream certainly did not act);
     - ``requires_approval``: ``True``, or a function of the arguments (a dict) and the context
-      saying whether this call needs the user's confirmation (a :class:`~tdk.Confirm` under
-      the key ``approval``, arguments shown with secrets redacted) before the body runs.
+      saying whether this call needs the user's confirmation first (``docs/asks.md``);
+    - ``requires_auth``: an :class:`~tdk.auth.OAuthProvider` (or ``.with_scopes(...)``) the
+      tool acts on as the user, whose token is ``context.auth_token`` (``docs/auth.md``).
 
     ``fn``: a function, a bound method (``tool(client.search)``) or a staticmethod. Raises
     :class:`~tdk.errors.ToolDefinitionError` (or its input/output subclass) listing every
@@ -243,6 +247,7 @@ def tool(
         destructive=destructive,
         open_world=open_world,
         requires_approval=requires_approval,
+        requires_auth=requires_auth,
     )
     if fn is None:
         return _Decorator(options)

@@ -310,21 +310,33 @@ def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
     missing_secrets = [n for n in spec.requirements.secrets if not secrets.get(n)]
     missing_metadata = [n for n in spec.requirements.metadata if n not in metadata]
     missing_scopes = [n for n in spec.requirements.scopes if n not in scopes]
-    if missing_secrets or missing_metadata or missing_scopes:
+    auth = spec.requirements.auth
+    # (a runner with user_auth= puts the user's token there before the call comes here)
+    missing_auth = auth.provider if auth is not None and not _carries_token(context) else None
+    if missing_secrets or missing_metadata or missing_scopes or missing_auth:
         missing = [f"secret '{n}'" for n in missing_secrets]
         missing += [f"metadata '{n}'" for n in missing_metadata]
         missing += [f"scope '{n}'" for n in missing_scopes]
+        if missing_auth:
+            missing.append(f"the user's authorization at '{missing_auth}'")
         raise ToolRequirementError(
             f"The tool cannot run: {', '.join(missing)} missing from its context.",
             missing_secrets=missing_secrets or None,
             missing_metadata=missing_metadata or None,
             missing_scopes=missing_scopes or None,
+            missing_auth=missing_auth,
             developer_message=(
                 "Pass the missing values in ToolContext(secrets={...}, metadata={...}, "
-                "scopes=[...]) when calling the tool; over tdk serve --http --auth, the "
-                "scopes are those of the caller's token."
+                "scopes=[...], auth_token=...) when calling the tool; over tdk serve --http "
+                "--auth, the scopes are those of the caller's token; a runner with "
+                "user_auth= gives a tool declared requires_auth= the user's token."
             ),
         )
+
+
+def _carries_token(context: ToolContext | None) -> bool:
+    """Whether ``context`` carries a token for a tool acting as the user."""
+    return context is not None and bool(context.auth_token)
 
 
 def _output_error(exc: Exception) -> ToolOutputError:

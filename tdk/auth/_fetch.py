@@ -10,24 +10,13 @@ redacted, the reason in words of tdk's own, never the foreign exception's text.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 from collections.abc import Mapping
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import httpx
 
-from tdk._execution.seconds import finite, shown
-
-__all__ = [
-    "FETCH_TIMEOUT",
-    "MAX_BODY",
-    "FetchError",
-    "checked_url",
-    "fetch_json",
-    "seconds_option",
-]
+__all__ = ["FETCH_TIMEOUT", "MAX_BODY", "FetchError", "fetch_json"]
 
 #: Seconds one fetch may take, from the connection to the last byte of the body.
 FETCH_TIMEOUT: Final = 5.0
@@ -37,45 +26,6 @@ MAX_BODY: Final = 256 * 1024
 
 class FetchError(Exception):
     """A fetch gave no JSON object; ``str()`` says why in tdk's words (safe to log)."""
-
-
-def checked_url(url: str, what: str, *, plain_http: bool = False) -> str:
-    """``url`` when it is an ``https`` URL, or ``http`` on a loopback address (tests, a
-    sidecar), or anywhere with ``plain_http``; a ``ValueError`` naming ``what`` otherwise.
-    Keys or answers read over plain HTTP from another machine could be swapped on the way,
-    and every token then forged."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        host = None
-        parts = None
-    if parts is None or parts.scheme not in ("https", "http") or not host:
-        raise ValueError(f"{what} must be an https URL, not {url!r}")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(f"{what} must not hold credentials")
-    if parts.scheme == "http" and not plain_http and not _loopback(host):
-        raise ValueError(f"{what} must be https (plain http only on loopback): {url!r}")
-    return url
-
-
-def seconds_option(value: object, what: str, *, zero: bool = False) -> float:
-    """``value`` as seconds: a finite number > 0 (>= 0 with ``zero``); else a ``ValueError``
-    naming ``what``."""
-    seconds = finite(value)
-    if seconds is None or seconds < 0 or (seconds == 0 and not zero):
-        bound = ">= 0" if zero else "> 0"
-        raise ValueError(f"{what} must be a finite number of seconds {bound}, not {shown(value)}")
-    return seconds
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 async def fetch_json(

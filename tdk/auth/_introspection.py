@@ -30,7 +30,8 @@ from mcp.server.auth.provider import AccessToken
 from tdk._execution.seconds import finite
 from tdk._failures.redact import redact_url
 from tdk.auth._caller import LEEWAY, MAX_TOKEN_LENGTH, access_token, refused
-from tdk.auth._fetch import FETCH_TIMEOUT, FetchError, checked_url, fetch_json, seconds_option
+from tdk.auth._fetch import FETCH_TIMEOUT, FetchError, fetch_json
+from tdk.auth._urls import checked_url, seconds_option
 
 __all__ = ["CLIENT_ID_VARIABLE", "CLIENT_SECRET_VARIABLE", "IntrospectionVerifier"]
 

@@ -18,8 +18,9 @@ import jwt
 from mcp.server.auth.provider import AccessToken
 
 from tdk.auth._caller import LEEWAY, MAX_TOKEN_LENGTH, access_token, refused
-from tdk.auth._fetch import FETCH_TIMEOUT, checked_url, seconds_option
+from tdk.auth._fetch import FETCH_TIMEOUT
 from tdk.auth._keys import MIN_REFRESH, Key, KeySet
+from tdk.auth._urls import checked_url, seconds_option
 
 __all__ = ["JWTVerifier", "refusal_reason"]
 

@@ -28,7 +28,8 @@ import httpx
 from jwt import PyJWK
 
 from tdk._failures.redact import redact_url
-from tdk.auth._fetch import FetchError, checked_url, fetch_json
+from tdk.auth._fetch import FetchError, fetch_json
+from tdk.auth._urls import checked_url
 
 __all__ = ["MAX_AGE", "MAX_KEYS", "MIN_REFRESH", "Key", "KeySet", "metadata_urls"]
 

@@ -1,9 +1,10 @@
 """An OAuth 2.0 provider a tool acts on as the user (GitHub, Google...): where to send the
 user to authorize, where to trade a code or a refresh token for tokens, and the names of the
-secrets that hold this application's client id and secret there.
+secrets that hold this application's client id and secret there; and what a tool needs of it
+(:class:`AuthRequirement`, ``@tool(requires_auth=...)``).
 
-Part of the outbound half of issue 27 (acting as the user upstream); the flow that uses it
-(``@tool(requires_auth=...)``, the authorization ask, refresh) comes with it.
+Standard library only: ``@tool`` reads these types, and ``import tdk`` must load no extra.
+The flow that uses them is :mod:`tdk.auth._user_auth`.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from tdk.auth._fetch import checked_url
+from tdk.auth._urls import checked_url
 
-__all__ = ["OAuthProvider"]
+__all__ = ["AuthRequirement", "OAuthProvider", "TokenAuth"]
 
 #: A provider's name: what tokens are stored under, and what ``requires_auth`` names.
 _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+#: How the client authenticates at the token endpoint (RFC 6749 section 2.3.1).
+TokenAuth = Literal["client_secret_basic", "client_secret_post"]
+_TOKEN_AUTHS: Final = ("client_secret_basic", "client_secret_post")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,7 +39,11 @@ class OAuthProvider:
             token_url="https://github.com/login/oauth/access_token",
             client_id_from="GITHUB_CLIENT_ID",
             client_secret_from="GITHUB_CLIENT_SECRET",
+            token_auth="client_secret_post",
         )
+
+        @tool(requires_auth=GITHUB.with_scopes("repo"))
+        async def close_issue(repo: str, number: int, context: ToolContext) -> str: ...
 
     The client id and secret are never written here: ``client_id_from`` and
     ``client_secret_from`` name the secrets that hold them (``tdk serve`` reads secrets from
@@ -63,6 +72,9 @@ class OAuthProvider:
     refuse a refresh that names it."""
     authorize_params: Mapping[str, str] = field(default_factory=dict, hash=False)
     """Extra parameters of the authorization URL (``access_type=offline`` for Google...)."""
+    token_auth: TokenAuth = "client_secret_basic"  # noqa: S105 (a method's name)
+    """How the client secret is sent to the token endpoint: HTTP Basic (what RFC 6749 asks
+    every server to support), or as form fields (``client_secret_post``, GitHub's way)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or _NAME.fullmatch(self.name) is None:
@@ -83,8 +95,30 @@ class OAuthProvider:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()):
             raise ValueError("authorize_params maps names to strings")
         object.__setattr__(self, "authorize_params", MappingProxyType(dict(params)))
+        if self.token_auth not in _TOKEN_AUTHS:
+            raise ValueError(f"token_auth must be one of {_TOKEN_AUTHS}, not {self.token_auth!r}")
 
     @property
     def secrets(self) -> tuple[str, ...]:
         """The names of the secrets the provider reads (a tool acting on it requires them)."""
         return tuple(name for name in (self.client_id_from, self.client_secret_from) if name)
+
+    def with_scopes(self, *scopes: str) -> AuthRequirement:
+        """What a tool needs of this provider: the user's authorization with ``scopes``
+        (``@tool(requires_auth=GITHUB.with_scopes("repo", "read:org"))``; checked there).
+        ``requires_auth=GITHUB`` alone asks for no particular scope."""
+        return AuthRequirement(self, scopes)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRequirement:
+    """A tool's need to act as the user at ``provider`` with ``scopes``
+    (``@tool(requires_auth=...)``; made by :meth:`OAuthProvider.with_scopes`).
+
+    .. versionadded:: 0.1.0
+    """
+
+    provider: OAuthProvider
+    """The provider the tool acts on."""
+    scopes: tuple[str, ...] = ()
+    """The scopes the user must grant (as given: ``@tool`` checks them)."""

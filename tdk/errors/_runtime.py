@@ -237,8 +237,9 @@ class NetworkTransportError(ToolRuntimeError):
 
 
 class ToolRequirementError(ToolRuntimeError):
-    """A secret, metadata value or OAuth scope the tool declared is missing from the
-    context."""
+    """A secret, metadata value, OAuth scope or user authorization the tool declared is
+    missing from the context (``missing_auth``: the provider of ``@tool(requires_auth=...)``
+    whose token the call has not got)."""
 
     kind = ErrorKind.TOOL_RUNTIME_MISSING_REQUIREMENT
 
@@ -249,6 +250,7 @@ class ToolRequirementError(ToolRuntimeError):
         missing_secrets: Iterable[str] | None = None,
         missing_metadata: Iterable[str] | None = None,
         missing_scopes: Iterable[str] | None = None,
+        missing_auth: str | None = None,
         **options: Unpack[RuntimeErrorOptions],
     ) -> None:
         super().__init__(
@@ -258,6 +260,7 @@ class ToolRequirementError(ToolRuntimeError):
                 missing_secrets=None if missing_secrets is None else list(missing_secrets),
                 missing_metadata=None if missing_metadata is None else list(missing_metadata),
                 missing_scopes=None if missing_scopes is None else list(missing_scopes),
+                missing_auth=missing_auth,
             ),
         )
 

@@ -124,6 +124,7 @@ def test_definition_is_frozen_and_serialisable() -> None:
         "secrets": ["GITHUB_TOKEN"],
         "metadata": ["org"],
         "scopes": [],
+        "auth": None,
     }
     assert definition.toolkit is None
 
