@@ -233,22 +233,11 @@ def tool(
 
     .. versionadded:: 0.1.0
     """
-    options = ToolOptions(
-        name=name,
-        description=description,
-        requires_secrets=requires_secrets,
-        requires_metadata=requires_metadata,
-        requires_scopes=requires_scopes,
-        timeout=timeout,
-        deprecated=deprecated,
-        inline=inline,
-        read_only=read_only,
-        idempotent=idempotent,
-        destructive=destructive,
-        open_world=open_world,
-        requires_approval=requires_approval,
-        requires_auth=requires_auth,
-    )
+    options = ToolOptions(  # (in the order of its fields, which is this signature's)
+        name, description, requires_secrets, requires_metadata, requires_scopes, timeout,
+        deprecated, inline, read_only, idempotent, destructive, open_world, requires_approval,
+        requires_auth,
+    )  # fmt: skip
     if fn is None:
         return _Decorator(options)
     return _make_tool(fn, options, calling_frame())
