@@ -293,6 +293,15 @@ class ToolContext:
         object.__setattr__(copy, "_asks", state)
         return copy
 
+    def _acting_with(self, token: str) -> ToolContext:
+        """A copy of this context (its key and answers kept) whose ``auth_token`` is the
+        user's ``token`` at a provider (a runner acting as the user): scrubbed like a secret."""
+        copy = self._with_key(self.idempotency_key)
+        object.__setattr__(copy, "_given_key", self._given())  # (given or made, as it was)
+        object.__setattr__(copy, "auth_token", token)
+        object.__setattr__(copy, "_secret_values", secret_values(copy))
+        return copy
+
     def progress(
         self, done: float, total: float | None = None, message: str | None = None
     ) -> Awaitable[None]:

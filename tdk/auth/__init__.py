@@ -19,10 +19,12 @@ request without a valid token. The token's ``sub`` is each call's ``ToolContext.
 its scopes and claims ``ToolContext.scopes`` and ``ToolContext.claims``
 (:func:`current_caller` reads them for the request being served). See ``docs/auth.md``.
 
-Acting as the user upstream (issue 27's outbound half) starts here too: the
-:class:`OAuthProvider` a tool acts on, a user's :class:`TokenSet`, sealed by a
-:class:`TokenSealer` in a :class:`TokenStore` (:class:`InMemoryTokenStore`, or
-``RedisTokenStore`` for many workers).
+Acting as the user upstream: the :class:`OAuthProvider` a tool acts on
+(``@tool(requires_auth=GITHUB.with_scopes("repo"))``), and :class:`UserAuth`, which a runner
+is given (``ToolRunner(user_auth=...)``) to keep each user's :class:`TokenSet` there, sealed
+by a :class:`TokenSealer` in a :class:`TokenStore` (:class:`InMemoryTokenStore`, or
+``RedisTokenStore`` for many workers), refresh it, and ask the user to sign in; the
+provider's callback gives an :class:`Authorization`.
 
 Each name is loaded on first use: serving without authentication never imports PyJWT.
 """
@@ -33,6 +35,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from tdk.auth._authorization import Authorization, ProviderError, TokenStoreError
     from tdk.auth._caller import Caller, Verifier, current_caller
     from tdk.auth._introspection import (
         CLIENT_ID_VARIABLE,
@@ -40,23 +43,28 @@ if TYPE_CHECKING:
         IntrospectionVerifier,
     )
     from tdk.auth._jwt import JWTVerifier
-    from tdk.auth._provider import OAuthProvider
+    from tdk.auth._provider import AuthRequirement, OAuthProvider
     from tdk.auth._redis_tokens import RedisTokenStore as RedisTokenStore
-    from tdk.auth._token_store import InMemoryTokenStore, TokenStore, TokenStoreError
+    from tdk.auth._token_store import InMemoryTokenStore, TokenStore
     from tdk.auth._tokens import TokenSealer, TokenSet
+    from tdk.auth._user_auth import UserAuth
 
 __all__ = [
     "CLIENT_ID_VARIABLE",
     "CLIENT_SECRET_VARIABLE",
+    "AuthRequirement",
+    "Authorization",
     "Caller",
     "InMemoryTokenStore",
     "IntrospectionVerifier",
     "JWTVerifier",
     "OAuthProvider",
+    "ProviderError",
     "TokenSealer",
     "TokenSet",
     "TokenStore",
     "TokenStoreError",
+    "UserAuth",
     "Verifier",
     "current_caller",
 ]
@@ -65,6 +73,11 @@ __all__ = [
 
 #: Public name -> the module it is loaded from on first use.
 _LAZY = {
+    "Authorization": "tdk.auth._authorization",
+    "ProviderError": "tdk.auth._authorization",
+    "TokenStoreError": "tdk.auth._authorization",
+    "AuthRequirement": "tdk.auth._provider",
+    "UserAuth": "tdk.auth._user_auth",
     "Caller": "tdk.auth._caller",
     "Verifier": "tdk.auth._caller",
     "current_caller": "tdk.auth._caller",
@@ -76,7 +89,6 @@ _LAZY = {
     "RedisTokenStore": "tdk.auth._redis_tokens",
     "InMemoryTokenStore": "tdk.auth._token_store",
     "TokenStore": "tdk.auth._token_store",
-    "TokenStoreError": "tdk.auth._token_store",
     "TokenSealer": "tdk.auth._tokens",
     "TokenSet": "tdk.auth._tokens",
 }

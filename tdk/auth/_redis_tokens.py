@@ -21,7 +21,8 @@ from typing import Final
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from tdk.auth._token_store import LOCK_HOLD, LOCK_WAIT, TokenStoreError, user_key
+from tdk.auth._authorization import TokenStoreError
+from tdk.auth._token_store import LOCK_HOLD, LOCK_WAIT, user_key
 from tdk.auth._tokens import TokenSealer, TokenSet
 
 __all__ = ["RedisTokenStore"]

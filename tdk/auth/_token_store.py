@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Final, Protocol
 
+from tdk.auth._authorization import TokenStoreError
 from tdk.auth._tokens import TokenSealer, TokenSet
 
 __all__ = [
@@ -39,10 +40,6 @@ __all__ = [
 LOCK_HOLD: Final = 30.0
 #: Seconds a call waits for another's refresh of the same tokens.
 LOCK_WAIT: Final = 30.0
-
-
-class TokenStoreError(RuntimeError):
-    """The token store cannot be reached: no token is given (a call that needs one fails)."""
 
 
 class TokenStore(Protocol):

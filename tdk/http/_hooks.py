@@ -54,6 +54,7 @@ EventHook = Callable[..., Any]
 
 #: Statuses that ask for credentials, which an auth flow may answer with a second request.
 CHALLENGES: Final = frozenset({401, 407})
+_UNAUTHORIZED: Final = 401
 #: The key under which the ``send`` of a client tdk is installed on marks the request it
 #: sends, while it runs (httpx copies a request's extensions to its redirects). The hook
 #: leaves challenges to that send, and 2xx bodies too (it knows whether the caller streams
@@ -257,9 +258,11 @@ class UpstreamHook:
 
 
 def _noted(error: UpstreamError, response: httpx.Response) -> UpstreamError:
-    """``error``, the classification of ``response``; a rate limit is noted as a request
-    the upstream refused (it did nothing: see :mod:`tdk._execution.exchanges`)."""
-    if error.category is ErrorCategory.RATE_LIMIT:
+    """``error``, the classification of ``response``; a rate limit, and a 401 (the
+    credentials refused: nothing was done, and a runner acting as the user refreshes the
+    token and tries once more), are noted as requests the upstream refused (see
+    :mod:`tdk._execution.exchanges`)."""
+    if error.category is ErrorCategory.RATE_LIMIT or response.status_code == _UNAUTHORIZED:
         note_refusal(response)
     return error
 

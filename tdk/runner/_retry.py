@@ -67,6 +67,7 @@ class Call:
         "context",
         "deadline",
         "entering",
+        "exchanges",
         "last",
         "lingering",
         "plan",
@@ -109,6 +110,9 @@ class Call:
         """Invocations of the tool body, as the results count them."""
         self.last: ToolResult | None = None
         """The last failure, once an attempt failed."""
+        self.exchanges: Exchanges | None = None
+        """What the requests of the latest attempt may have done upstream (a tool that may
+        write; None for one that may not, or before any attempt)."""
 
 
 class Attempts:
@@ -167,7 +171,7 @@ class Attempts:
                 call.tries += 1
                 self._counters.retries += call.last is not None
                 # What this attempt's requests may do upstream, for a tool that may write.
-                exchanges = None if plan.repeatable else Exchanges()
+                exchanges = call.exchanges = None if plan.repeatable else Exchanges()
                 result = await self._start(call, exchanges, limit)
             finally:  # the circuit's ticket, used or handed back
                 opened = False

@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from time import perf_counter
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tdk._define.definition import ToolDefinition
 from tdk._define.toolkit import Toolkit
@@ -36,7 +36,9 @@ from tdk._execution.default import DEFAULT, Default
 from tdk._execution.loop import refuse_running_loop, run_blocking
 from tdk._execution.result import ToolResult
 from tdk._execution.telemetry import active
+from tdk.auth._authorization import Authorization
 from tdk.errors import ToolError, ToolInputError
+from tdk.runner._acting import Acting
 from tdk.runner._admission import Admission
 from tdk.runner._breaker import CircuitState
 from tdk.runner._config import Layers, Policies, check_policies
@@ -59,6 +61,9 @@ from tdk.runner._store import (
     applied_in_process,
     named_operations,
 )
+
+if TYPE_CHECKING:
+    from tdk.auth._user_auth import UserAuth
 
 __all__ = ["ToolCall", "ToolRunner"]
 
@@ -94,6 +99,11 @@ class ToolRunner:
       needs the user's approval. None (the default): when the call is served
       (``tdk serve``, ``tdk.hosts.mcp``), not when it is run in process; True: always;
       False: never.
+    - ``user_auth``: a :class:`~tdk.auth.UserAuth`: the tools declared
+      ``@tool(requires_auth=...)`` act as the caller (``context.user_id``) at their
+      provider, with the token it keeps for them, refreshed when due; a caller without one is
+      asked to sign in (an :class:`~tdk.OpenUrl` under the key ``auth.<provider>``), and
+      :meth:`complete_authorization` takes the provider's callback. ``docs/auth.md``.
 
     :meth:`run` and :meth:`run_many` never raise for a failed call: refusals and failures are
     results. Cancelling them cancels the attempt or wait in progress; nothing runs on.
@@ -118,6 +128,7 @@ class ToolRunner:
         state_key: str | bytes | None = None,
         ask_expiry: float = DEFAULT_ASK_EXPIRY,
         confirm_destructive: bool | None = None,
+        user_auth: UserAuth | None = None,
     ) -> None:
         if not isinstance(toolkit, Toolkit):
             raise TypeError(f"ToolRunner takes a Toolkit, not {type(toolkit).__name__}")
@@ -139,6 +150,11 @@ class ToolRunner:
         self.confirm_destructive: Final = confirm_destructive
         """Whether calls of tools declared destructive need approval (None: when served)."""
         self._asks = Asks(toolkit, store, state_key, ask_expiry)
+        self._acting = (
+            None
+            if user_auth is None
+            else Acting(user_auth, toolkit, state_key, store, float(ask_expiry))
+        )
         self._store = store
         # With the in-process store (not a subclass's own operations), plans hold the live
         # state objects and the guards apply the changes to them: no await, the same rules.
@@ -332,15 +348,20 @@ class ToolRunner:
             context = self._approving(context)
         call = Call(plan, arguments, context, call_id, started)
         deadline = call.deadline
+        acting = self._acting if plan.tool.spec.auth is not None else None
         if deadline is None or self._local is not None:
-            result = await self._guarded(call)
+            result = await (
+                self._guarded(call) if acting is None else acting.run(call, self._guarded)
+            )
         else:
             # A shared store waits for its server within the deadline (see CallDeadline),
             # which it reads on the loop's clock.
             left = deadline.remaining()
             bound = CALL_DEADLINE.set(CallDeadline(asyncio.get_running_loop().time() + left, left))
             try:
-                result = await self._guarded(call)
+                result = await (
+                    self._guarded(call) if acting is None else acting.run(call, self._guarded)
+                )
             finally:
                 CALL_DEADLINE.reset(bound)
         if result.pending is not None:  # the call asked the user: its token, sealed
@@ -404,6 +425,24 @@ class ToolRunner:
         return await self.run(
             opened.tool, opened.arguments, context=opened.context, call_id=call_id
         )
+
+    async def complete_authorization(
+        self, params: Mapping[str, object], *, user_id: str | None
+    ) -> Authorization:
+        """Take a provider's callback: the browser of the user who was asked to sign in
+        (``auth.<provider>``) comes back to ``UserAuth.redirect_uri`` with these query
+        ``params`` (``code`` and ``state``, or ``error``). ``user_id`` is who opened it, as
+        your web server knows them (its session): the tokens are kept only when that is the
+        user the link was made for (a link forwarded to someone else attaches nothing), and
+        only once (a replayed callback attaches nothing). Never raises for bad input: the
+        :class:`~tdk.auth.Authorization` says what happened, and its ``message`` what to show.
+        ``tdk serve --http`` answers this callback itself.
+
+        .. versionadded:: 0.1.0
+        """
+        if self._acting is None:
+            raise RuntimeError("this runner was given no user_auth: it keeps no user's tokens")
+        return await self._acting.complete(params, user_id)
 
     def _approving(self, context: ToolContext | None) -> ToolContext | None:
         """``context`` of a call of a tool declared destructive: asking the user's approval

@@ -41,9 +41,11 @@ class TokenUnreadableError(ValueError):
 class Sealer:
     """Seals and opens tokens with one key."""
 
-    __slots__ = ("_aead", "_secret")
+    __slots__ = ("_aad", "_aead", "_secret")
 
-    def __init__(self, state_key: str | bytes | None) -> None:
+    def __init__(self, state_key: str | bytes | None, *, purpose: bytes = _AAD) -> None:
+        """``purpose``: what the tokens are for, bound into each (a token sealed for one
+        purpose never opens for another, though the key is the same)."""
         if state_key is None:
             secret = _PROCESS_KEY
         elif isinstance(state_key, str):
@@ -55,13 +57,14 @@ class Sealer:
         if len(secret) < 16:
             raise ValueError("state_key must be at least 16 bytes (32 random bytes are best)")
         self._secret = secret
+        self._aad = purpose
         self._aead: Any = None  # (made on first use: the extra may be missing)
 
     def seal(self, payload: dict[str, Any]) -> str:
         """``payload`` (JSON data) as a token."""
         plain = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         nonce = os.urandom(_NONCE_BYTES)
-        sealed = self._cipher().encrypt(nonce, plain, _AAD)
+        sealed = self._cipher().encrypt(nonce, plain, self._aad)
         return _PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode("ascii").rstrip("=")
 
     def open(self, token: object) -> dict[str, Any]:
@@ -80,7 +83,7 @@ class Sealer:
             raise TokenUnreadableError("it is truncated")
         cipher = self._cipher()
         try:
-            plain = cipher.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _AAD)
+            plain = cipher.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], self._aad)
         except Exception:  # InvalidTag: changed, cut, or sealed with another key
             raise TokenUnreadableError("its seal does not verify") from None
         payload = json.loads(plain)

@@ -1,0 +1,281 @@
+"""Acting as the user upstream: a runner's OAuth 2.0 client (extra ``tdk-tools[auth]``).
+
+:class:`UserAuth` keeps each user's tokens per provider in a :class:`~tdk.auth.TokenStore`
+and speaks the protocol with the provider, on authlib's ``AsyncOAuth2Client``: the
+authorization URL (PKCE S256), the code traded for tokens, a refresh, a revocation. A runner
+given one (``ToolRunner(user_auth=...)``, :mod:`tdk.runner._acting`) gives each call of a tool
+declared ``@tool(requires_auth=...)`` the user's access token.
+
+A refresh happens once at a time per (user, provider), across every worker sharing the
+store: under the store's lock, the tokens are read again first (another worker may have
+refreshed them while this one waited), and a rotated refresh token is saved with its access
+token in one write. ``scope`` is not sent on refresh unless the provider says so.
+
+Every exchange with the provider is bounded (:data:`TOKEN_TIMEOUT` unless given, and
+:data:`MAX_ANSWER` bytes, uncompressed) and fails as :class:`ProviderError` in tdk's own
+words: never the provider's text, never a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+import httpx
+from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
+
+from tdk.auth._authorization import ProviderError
+from tdk.auth._provider import OAuthProvider
+from tdk.auth._token_store import InMemoryTokenStore, TokenStore
+from tdk.auth._tokens import TokenSet
+from tdk.auth._urls import checked_url, seconds_option
+
+__all__ = ["MAX_ANSWER", "TOKEN_TIMEOUT", "ProviderError", "UserAuth"]
+
+#: Seconds one exchange with a token endpoint may take, by default.
+TOKEN_TIMEOUT: Final = 10.0
+#: The largest answer of a token endpoint read, in bytes.
+MAX_ANSWER: Final = 64 * 1024
+#: The errors of a token endpoint that mean the grant is gone: the user must authorize again.
+_GONE: Final = frozenset({"invalid_grant", "unauthorized_client"})
+
+
+class UserAuth:
+    """Users' tokens at OAuth 2.0 providers, for a runner's tools that act as the user.
+
+    ::
+
+        runner = ToolRunner(
+            toolkit,
+            user_auth=UserAuth(
+                RedisTokenStore(redis_client, sealer=TokenSealer([key])),
+                redirect_uri="https://tools.example.com/oauth/callback",
+            ),
+            state_key=os.environ["TDK_STATE_KEY"],
+        )
+
+    - ``store``: where the tokens are kept, sealed (default: an :class:`InMemoryTokenStore`,
+      for one worker).
+    - ``redirect_uri``: where the provider sends the user's browser back with the code, as
+      registered at the provider: ``tdk serve --http`` answers at its path, or your own web
+      server calls ``runner.complete_authorization()`` there. ``https``, or ``http`` on
+      loopback.
+    - ``secrets``: where the providers' client ids and secrets are read, by the names the
+      providers give (default: the environment).
+    - ``refresh_margin``: seconds before its expiry an access token is refreshed.
+    - ``timeout``: seconds one exchange with a token endpoint may take.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        store: TokenStore | None = None,
+        *,
+        redirect_uri: str,
+        secrets: Mapping[str, str] | None = None,
+        refresh_margin: float = 60.0,
+        timeout: float = TOKEN_TIMEOUT,
+    ) -> None:
+        self.store: Final = store if store is not None else InMemoryTokenStore()
+        """Where the tokens are kept."""
+        self.redirect_uri: Final = checked_url(redirect_uri, "redirect_uri")
+        """Where the provider sends the browser back."""
+        self.refresh_margin: Final = seconds_option(refresh_margin, "refresh_margin", zero=True)
+        """Seconds before expiry a token is refreshed."""
+        self._timeout = seconds_option(timeout, "timeout")
+        self._secrets: Mapping[str, str] = os.environ if secrets is None else dict(secrets)
+
+    def missing_secrets(self, provider: OAuthProvider) -> list[str]:
+        """The names of ``provider``'s client secrets that are not set."""
+        return [name for name in provider.secrets if not self._secrets.get(name)]
+
+    async def current(self, user: str, provider: OAuthProvider) -> TokenSet | None:
+        """The tokens of ``user`` at ``provider``, refreshed first when they expire within
+        ``refresh_margin`` seconds; None when there are none, or the refresh was refused (the
+        user must authorize again). Raises :class:`ProviderError` (unavailable) and
+        :class:`~tdk.auth.TokenStoreError`."""
+        tokens = await self.store.get(user, provider.name)
+        if tokens is None or not tokens.expires_within(self.refresh_margin):
+            return tokens
+        if tokens.refresh_token is None:  # expiring, and nothing to renew it with
+            return None if tokens.expires_within(0) else tokens
+        return await self._refreshed(user, provider, tokens)
+
+    async def renewed(self, user: str, provider: OAuthProvider, used: str) -> TokenSet | None:
+        """New tokens of ``user`` at ``provider`` after the upstream refused the access
+        token ``used`` (a 401): refreshed, unless another call did so meanwhile; None when
+        they cannot be (no refresh token, or the refresh was refused)."""
+        tokens = await self.store.get(user, provider.name)
+        if tokens is None or tokens.refresh_token is None:
+            return None
+        if tokens.access_token != used:  # renewed by another call already
+            return tokens
+        return await self._refreshed(user, provider, tokens)
+
+    async def _refreshed(
+        self, user: str, provider: OAuthProvider, stale: TokenSet
+    ) -> TokenSet | None:
+        """``stale`` refreshed under the store's lock, once for every waiting call."""
+        async with self.store.lock(user, provider.name, wait=self._timeout * 3):
+            tokens = await self.store.get(user, provider.name)
+            if tokens is None:
+                return None  # forgotten meanwhile (refused, signed out)
+            if tokens.access_token != stale.access_token:
+                return tokens  # another worker refreshed while this one waited
+            assert tokens.refresh_token is not None
+            extra = (
+                {"scope": " ".join(sorted(tokens.scopes))} if provider.refresh_sends_scope else {}
+            )
+            try:
+                answer = await self._token_request(
+                    provider,
+                    grant_type="refresh_token",
+                    refresh_token=tokens.refresh_token,
+                    **extra,
+                )
+            except ProviderError as failed:
+                if failed.reason == "refused":
+                    await self.store.delete(user, provider.name)
+                    return None
+                raise
+            renewed = _token_set(answer, previous=tokens)
+            await self.store.put(user, provider.name, renewed)  # (rotated: both in one write)
+            return renewed
+
+    def authorization_url(
+        self, provider: OAuthProvider, scopes: tuple[str, ...], state: str, verifier: str
+    ) -> str:
+        """Where to send the user to authorize ``scopes`` at ``provider``: its authorization
+        endpoint with this client, ``redirect_uri``, ``state`` and the S256 challenge of
+        ``verifier`` (when the provider uses PKCE)."""
+        client = self._client(provider)
+        url, _ = client.create_authorization_url(
+            provider.authorize_url,
+            state=state,
+            code_verifier=verifier if provider.pkce else None,
+            scope=" ".join(scopes) or None,
+            **dict(provider.authorize_params),
+        )
+        return str(url)
+
+    async def exchange(
+        self, provider: OAuthProvider, code: str, verifier: str, scopes: tuple[str, ...]
+    ) -> TokenSet:
+        """The tokens ``code`` is traded for at ``provider`` (asked with ``scopes``: the
+        scopes kept when the answer names none). Raises :class:`ProviderError`."""
+        pkce = {"code_verifier": verifier} if provider.pkce else {}
+        answer = await self._token_request(
+            provider,
+            grant_type="authorization_code",
+            code=code,
+            redirect_uri=self.redirect_uri,
+            **pkce,
+        )
+        if "scope" not in answer and scopes:
+            answer = {**answer, "scope": " ".join(scopes)}
+        return _token_set(answer, previous=None)
+
+    async def sign_out(self, user: str, provider: OAuthProvider) -> None:
+        """Forget the tokens of ``user`` at ``provider``, revoking them there first when the
+        provider has a revocation endpoint (a failure to revoke does not keep them)."""
+        tokens = await self.store.get(user, provider.name)
+        await self.store.delete(user, provider.name)
+        if tokens is None or provider.revocation_url is None:
+            return
+        for token in (tokens.refresh_token, tokens.access_token):
+            if token:
+                try:
+                    async with asyncio.timeout(self._timeout), self._client(provider) as client:
+                        await client.revoke_token(provider.revocation_url, token=token)
+                except Exception:  # noqa: S112 (forgotten here either way; said in the docs)
+                    continue
+
+    async def _token_request(self, provider: OAuthProvider, **form: str) -> dict[str, Any]:
+        """The token endpoint's JSON answer to ``form``; else :class:`ProviderError`."""
+        try:
+            async with asyncio.timeout(self._timeout), self._client(provider) as client:
+                answer = await client.fetch_token(provider.token_url, **form)
+        except OAuthError as refused:
+            gone = refused.error in _GONE
+            raise ProviderError(
+                "refused" if gone else "unavailable",
+                f"the token endpoint of '{provider.name}' refused the request "
+                f"({_error_code(refused.error)})",
+            ) from None
+        except TimeoutError:
+            raise ProviderError(
+                "unavailable",
+                f"the token endpoint of '{provider.name}' gave no answer within "
+                f"{self._timeout:g} s",
+            ) from None
+        except Exception as failed:  # HTML, a 5xx, too large, a reset: never its text
+            raise ProviderError(
+                "unavailable",
+                f"the token endpoint of '{provider.name}' gave no token answer "
+                f"({type(failed).__name__})",
+            ) from None
+        if not isinstance(answer, dict) or not isinstance(answer.get("access_token"), str):
+            raise ProviderError(
+                "unavailable", f"the token endpoint of '{provider.name}' gave no access token"
+            )
+        return dict(answer)
+
+    def _client(self, provider: OAuthProvider) -> AsyncOAuth2Client:
+        secret = self._secrets.get(provider.client_secret_from or "") or None
+        return AsyncOAuth2Client(
+            client_id=self._secrets.get(provider.client_id_from, ""),
+            client_secret=secret,
+            token_endpoint_auth_method=provider.token_auth if secret else "none",
+            revocation_endpoint_auth_method=provider.token_auth if secret else "none",
+            code_challenge_method="S256",
+            redirect_uri=self.redirect_uri,
+            transport=_Bounded(),
+            timeout=self._timeout,
+            trust_env=False,
+            follow_redirects=False,
+            # (JSON, as GitHub answers only when asked; and nothing compressed: see _Bounded)
+            headers={"Accept": "application/json", "Accept-Encoding": "identity"},
+        )
+
+
+def _token_set(answer: Mapping[str, Any], *, previous: TokenSet | None) -> TokenSet:
+    try:
+        return TokenSet.from_token_response(answer, previous=previous)
+    except ValueError:
+        raise ProviderError("unavailable", "the token endpoint gave no access token") from None
+
+
+def _error_code(code: object) -> str:
+    """An OAuth error code as a message may show it (RFC 6749: printable ASCII, short)."""
+    text = str(code)[:64] if code is not None else "no error code"
+    return text if text.isascii() and text.isprintable() else "an error code"
+
+
+class _Bounded(httpx.AsyncBaseTransport):
+    """The default transport, reading at most :data:`MAX_ANSWER` bytes of an answer, which
+    must not be compressed (a small gzip body may inflate to gigabytes)."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        try:
+            if response.headers.get("content-encoding", "identity").lower() != "identity":
+                raise httpx.DecodingError("a compressed answer, not asked for")
+            body = bytearray()
+            async for chunk in response.aiter_raw():
+                body += chunk
+                if len(body) > MAX_ANSWER:
+                    raise httpx.DecodingError("an answer too large")
+        finally:
+            await response.aclose()
+        return httpx.Response(
+            response.status_code, headers=response.headers, content=bytes(body), request=request
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
