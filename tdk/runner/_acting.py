@@ -102,13 +102,13 @@ class Acting:
         provider = requirement.provider
         user = _user_of(call.context)
         if isinstance(user, ToolError):
-            return _refused(call, user)
+            return _turned_back(call, user)
         if ask_state(call.context).answers.get(ask_key(provider.name)) is False:
-            return _refused(call, declined(ask_key(provider.name)))
+            return _turned_back(call, declined(ask_key(provider.name)))
         try:
             tokens = await self._auth.current(user or "", provider)
         except Exception as failed:  # the provider or the store: no token, never a stale one
-            return _refused(call, _unavailable(provider, failed))
+            return _turned_back(call, _unavailable(provider, failed))
         if tokens is None or not _holds(tokens.scopes, requirement.scopes):
             granted = () if tokens is None else tuple(tokens.scopes)
             return self._ask(call, user, requirement, granted)
@@ -118,7 +118,7 @@ class Acting:
         try:  # the upstream refused the token: renewed once, and one more run
             renewed = await self._auth.renewed(user or "", provider, tokens.access_token)
         except Exception as failed:
-            return _refused(call, _unavailable(provider, failed))
+            return _turned_back(call, _unavailable(provider, failed))
         if renewed is None:
             return self._ask(call, user, requirement, ())
         return await guarded(_acting_as(call, renewed.access_token))
@@ -147,14 +147,14 @@ class Acting:
                 }
             )
         except ToolRequirementError as missing:  # no cryptography to seal with
-            return _refused(call, missing)
+            return _turned_back(call, missing)
         url = self._auth.authorization_url(provider, scopes, state, verifier)
         request = OpenUrl(
             f"Sign in to {provider.name} so that this tool can act for you there; then come "
             "back and go on.",
             url,
         )
-        return _refused(call, input_required({ask_key(provider.name): request.to_dict()}))
+        return _turned_back(call, input_required({ask_key(provider.name): request.to_dict()}))
 
     async def complete(self, params: Mapping[str, object], user_id: str | None) -> Authorization:
         """The callback of a provider: ``params`` are its query parameters, ``user_id`` who
@@ -279,7 +279,7 @@ def _parameter(params: Mapping[str, object], name: str) -> str | None:
     return value
 
 
-def _refused(call: Call, error: ToolError) -> ToolResult:
+def _turned_back(call: Call, error: ToolError) -> ToolResult:
     return refusal_result(
         call.plan.name, error, call.context, call.call_id, call.started, instruments=None
     )

@@ -150,11 +150,7 @@ class ToolRunner:
         self.confirm_destructive: Final = confirm_destructive
         """Whether calls of tools declared destructive need approval (None: when served)."""
         self._asks = Asks(toolkit, store, state_key, ask_expiry)
-        self._acting = (
-            None
-            if user_auth is None
-            else Acting(user_auth, toolkit, state_key, store, float(ask_expiry))
-        )
+        self._acting = _acting(user_auth, toolkit, state_key, store, ask_expiry)
         self._store = store
         # With the in-process store (not a subclass's own operations), plans hold the live
         # state objects and the guards apply the changes to them: no await, the same rules.
@@ -536,6 +532,17 @@ def _runner_store(
     if not isinstance(store, StateStore):
         raise TypeError(f"store must have the StateStore method update(), got {store!r}")
     return store
+
+
+def _acting(
+    user_auth: UserAuth | None,
+    toolkit: Toolkit,
+    state_key: str | bytes | None,
+    store: UpdateStore,
+    expiry: float,
+) -> Acting | None:
+    """The runner's part in calls acting as the user, when it is given ``user_auth``."""
+    return None if user_auth is None else Acting(user_auth, toolkit, state_key, store, expiry)
 
 
 def _check_call(name: object, call_id: object) -> None:
