@@ -231,8 +231,9 @@ def _requirements(
     problems: Problems, options: ToolOptions, auth: AuthRequirement | None
 ) -> ToolRequirements:
     """What the tool needs from its context: ``requires_secrets``, ``requires_metadata`` and
-    ``requires_scopes``, checked, and ``auth`` with the secrets of its provider (most tools
-    need nothing: they share one record)."""
+    ``requires_scopes``, checked, and ``auth`` (most tools need nothing: they share one
+    record). The provider's client secrets are not the tool's: the runner's ``UserAuth``
+    reads them, and the body never sees them."""
     secrets = check_requirements(
         problems, options.requires_secrets, "requires_secrets", "secret", "API_KEY"
     )
@@ -240,8 +241,6 @@ def _requirements(
         problems, options.requires_metadata, "requires_metadata", "metadata value", "tenant_id"
     )
     scopes = check_scopes(problems, options.requires_scopes)
-    if auth is not None:
-        secrets = tuple(dict.fromkeys((*secrets, *auth.provider.secrets)))
     if secrets or metadata or scopes or auth:
         needs = None if auth is None else ToolAuth(provider=auth.provider.name, scopes=auth.scopes)
         return ToolRequirements(secrets=secrets, metadata=metadata, scopes=scopes, auth=needs)

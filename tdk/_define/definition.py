@@ -67,8 +67,8 @@ class ToolRequirements(BaseModel):
     .. versionadded:: 0.1.0"""
     auth: ToolAuth | None = None
     """The user's authorization at an OAuth 2.0 provider (``@tool(requires_auth=...)``):
-    the call gets the user's token there as ``context.auth_token``. The provider's client id
-    and secret are among ``secrets``.
+    the call gets the user's token there as ``context.auth_token`` (the provider's client id
+    and secret stay with the runner's ``UserAuth``).
 
     .. versionadded:: 0.1.0"""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 import httpx
@@ -36,13 +36,15 @@ async def fetch_json(
     headers: Mapping[str, str] | None = None,
     timeout: float = FETCH_TIMEOUT,
     limit: int = MAX_BODY,
+    statuses: Collection[int] = (200,),
 ) -> dict[str, Any]:
-    """The JSON object at ``url`` (a GET; a POST of ``form`` when given), answered 200 with a
-    JSON media type, read in ``timeout`` seconds and ``limit`` bytes at most; else
-    :class:`FetchError`. Redirects are not followed."""
+    """The JSON object at ``url`` (a GET; a POST of ``form`` when given), answered with one
+    of ``statuses`` (200; a token endpoint's errors come with 400 too) and a JSON media type,
+    read in ``timeout`` seconds and ``limit`` bytes at most; else :class:`FetchError`.
+    Redirects are not followed."""
     try:
         async with asyncio.timeout(timeout):
-            body = await _body(client, url, form, headers, limit)
+            body = await _body(client, url, form, headers, limit=limit, statuses=statuses)
     except FetchError:
         raise
     except TimeoutError:
@@ -63,7 +65,9 @@ async def _body(
     url: str,
     form: Mapping[str, str] | None,
     headers: Mapping[str, str] | None,
+    *,
     limit: int,
+    statuses: Collection[int],
 ) -> bytes:
     method = "GET" if form is None else "POST"
     # (no compression: a small gzip body may inflate to gigabytes before any size check)
@@ -71,7 +75,7 @@ async def _body(
     async with client.stream(
         method, url, data=form, headers=sent, follow_redirects=False
     ) as response:
-        if response.status_code != 200:
+        if response.status_code not in statuses:
             raise FetchError(f"the answer is HTTP {response.status_code}, not 200")
         media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):

@@ -1,8 +1,9 @@
 """Acting as the user upstream: a runner's OAuth 2.0 client (extra ``tdk-tools[auth]``).
 
 :class:`UserAuth` keeps each user's tokens per provider in a :class:`~tdk.auth.TokenStore`
-and speaks the protocol with the provider, on authlib's ``AsyncOAuth2Client``: the
-authorization URL (PKCE S256), the code traded for tokens, a refresh, a revocation. A runner
+and speaks the protocol with the provider: the authorization URL (PKCE S256, shaped by
+authlib), the code traded for tokens, a refresh, a revocation (form posts, read by tdk's
+bounded fetch). A runner
 given one (``ToolRunner(user_auth=...)``, :mod:`tdk.runner._acting`) gives each call of a tool
 declared ``@tool(requires_auth=...)`` the user's access token.
 
@@ -18,15 +19,19 @@ words: never the provider's text, never a token.
 
 from __future__ import annotations
 
-import asyncio
+import base64
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any, Final
+from urllib.parse import quote_plus
 
 import httpx
-from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
+from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from tdk.auth._authorization import ProviderError
+from tdk.auth._fetch import FetchError, fetch_json
 from tdk.auth._provider import OAuthProvider
 from tdk.auth._token_store import InMemoryTokenStore, TokenStore
 from tdk.auth._tokens import TokenSet
@@ -40,6 +45,8 @@ TOKEN_TIMEOUT: Final = 10.0
 MAX_ANSWER: Final = 64 * 1024
 #: The errors of a token endpoint that mean the grant is gone: the user must authorize again.
 _GONE: Final = frozenset({"invalid_grant", "unauthorized_client"})
+#: The statuses a token endpoint answers with JSON (its errors: RFC 6749 section 5.2).
+_ANSWERED: Final = (200, 400, 401)
 
 
 class UserAuth:
@@ -132,6 +139,7 @@ class UserAuth:
             try:
                 answer = await self._token_request(
                     provider,
+                    provider.token_url,
                     grant_type="refresh_token",
                     refresh_token=tokens.refresh_token,
                     **extra,
@@ -151,15 +159,23 @@ class UserAuth:
         """Where to send the user to authorize ``scopes`` at ``provider``: its authorization
         endpoint with this client, ``redirect_uri``, ``state`` and the S256 challenge of
         ``verifier`` (when the provider uses PKCE)."""
-        client = self._client(provider)
-        url, _ = client.create_authorization_url(
+        pkce = {}
+        if provider.pkce:
+            pkce = {
+                "code_challenge": create_s256_code_challenge(verifier),
+                "code_challenge_method": "S256",
+            }
+        url: str = prepare_grant_uri(
             provider.authorize_url,
-            state=state,
-            code_verifier=verifier if provider.pkce else None,
+            client_id=self._secrets.get(provider.client_id_from, ""),
+            response_type="code",
+            redirect_uri=self.redirect_uri,
             scope=" ".join(scopes) or None,
+            state=state,
+            **pkce,
             **dict(provider.authorize_params),
         )
-        return str(url)
+        return url
 
     async def exchange(
         self, provider: OAuthProvider, code: str, verifier: str, scopes: tuple[str, ...]
@@ -169,6 +185,7 @@ class UserAuth:
         pkce = {"code_verifier": verifier} if provider.pkce else {}
         answer = await self._token_request(
             provider,
+            provider.token_url,
             grant_type="authorization_code",
             code=code,
             redirect_uri=self.redirect_uri,
@@ -180,65 +197,70 @@ class UserAuth:
 
     async def sign_out(self, user: str, provider: OAuthProvider) -> None:
         """Forget the tokens of ``user`` at ``provider``, revoking them there first when the
-        provider has a revocation endpoint (a failure to revoke does not keep them)."""
+        provider has a revocation endpoint (RFC 7009; a failure to revoke does not keep
+        them)."""
         tokens = await self.store.get(user, provider.name)
         await self.store.delete(user, provider.name)
         if tokens is None or provider.revocation_url is None:
             return
-        for token in (tokens.refresh_token, tokens.access_token):
+        hints = (("refresh_token", tokens.refresh_token), ("access_token", tokens.access_token))
+        for hint, token in hints:
             if token:
-                try:
-                    async with asyncio.timeout(self._timeout), self._client(provider) as client:
-                        await client.revoke_token(provider.revocation_url, token=token)
-                except Exception:  # noqa: S112 (forgotten here either way; said in the docs)
-                    continue
+                with contextlib.suppress(ProviderError):  # (forgotten here either way)
+                    await self._post(
+                        provider, provider.revocation_url, {"token": token, "token_type_hint": hint}
+                    )
 
-    async def _token_request(self, provider: OAuthProvider, **form: str) -> dict[str, Any]:
-        """The token endpoint's JSON answer to ``form``; else :class:`ProviderError`."""
-        try:
-            async with asyncio.timeout(self._timeout), self._client(provider) as client:
-                answer = await client.fetch_token(provider.token_url, **form)
-        except OAuthError as refused:
-            gone = refused.error in _GONE
+    async def _token_request(
+        self, provider: OAuthProvider, url: str, **form: str
+    ) -> dict[str, Any]:
+        """The token endpoint's answer to ``form`` (RFC 6749 section 5): the tokens; else
+        :class:`ProviderError`, ``"refused"`` for a grant that is gone."""
+        answer = await self._post(provider, url, form)
+        error = answer.get("error")
+        if error is not None:
             raise ProviderError(
-                "refused" if gone else "unavailable",
+                "refused" if error in _GONE else "unavailable",
                 f"the token endpoint of '{provider.name}' refused the request "
-                f"({_error_code(refused.error)})",
-            ) from None
-        except TimeoutError:
-            raise ProviderError(
-                "unavailable",
-                f"the token endpoint of '{provider.name}' gave no answer within "
-                f"{self._timeout:g} s",
-            ) from None
-        except Exception as failed:  # HTML, a 5xx, too large, a reset: never its text
-            raise ProviderError(
-                "unavailable",
-                f"the token endpoint of '{provider.name}' gave no token answer "
-                f"({type(failed).__name__})",
-            ) from None
-        if not isinstance(answer, dict) or not isinstance(answer.get("access_token"), str):
+                f"({_error_code(error)})",
+            )
+        if not isinstance(answer.get("access_token"), str):
             raise ProviderError(
                 "unavailable", f"the token endpoint of '{provider.name}' gave no access token"
             )
-        return dict(answer)
+        return answer
 
-    def _client(self, provider: OAuthProvider) -> AsyncOAuth2Client:
+    async def _post(
+        self, provider: OAuthProvider, url: str, form: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """The JSON object ``url`` answers to ``form`` sent as this application's client of
+        ``provider``; else :class:`ProviderError` (unavailable), in tdk's words."""
+        client_id = self._secrets.get(provider.client_id_from, "")
         secret = self._secrets.get(provider.client_secret_from or "") or None
-        return AsyncOAuth2Client(
-            client_id=self._secrets.get(provider.client_id_from, ""),
-            client_secret=secret,
-            token_endpoint_auth_method=provider.token_auth if secret else "none",
-            revocation_endpoint_auth_method=provider.token_auth if secret else "none",
-            code_challenge_method="S256",
-            redirect_uri=self.redirect_uri,
-            transport=_Bounded(),
-            timeout=self._timeout,
-            trust_env=False,
-            follow_redirects=False,
-            # (JSON, as GitHub answers only when asked; and nothing compressed: see _Bounded)
-            headers={"Accept": "application/json", "Accept-Encoding": "identity"},
-        )
+        headers: dict[str, str] = {}
+        body = dict(form)
+        if secret is None:  # a public client names itself (PKCE proves the rest)
+            body["client_id"] = client_id
+        elif provider.token_auth == "client_secret_post":  # noqa: S105 (a method's name)
+            body.update(client_id=client_id, client_secret=secret)
+        else:  # HTTP Basic, each part form-encoded first (RFC 6749 section 2.3.1)
+            pair = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        try:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                return await fetch_json(
+                    client,
+                    url,
+                    form=body,
+                    headers=headers,
+                    timeout=self._timeout,
+                    limit=MAX_ANSWER,
+                    statuses=_ANSWERED,
+                )
+        except FetchError as failed:  # (its text is tdk's own, without the URL)
+            raise ProviderError(
+                "unavailable", f"the endpoint of '{provider.name}' gave no answer: {failed}"
+            ) from None
 
 
 def _token_set(answer: Mapping[str, Any], *, previous: TokenSet | None) -> TokenSet:
@@ -250,32 +272,5 @@ def _token_set(answer: Mapping[str, Any], *, previous: TokenSet | None) -> Token
 
 def _error_code(code: object) -> str:
     """An OAuth error code as a message may show it (RFC 6749: printable ASCII, short)."""
-    text = str(code)[:64] if code is not None else "no error code"
+    text = str(code)[:64]
     return text if text.isascii() and text.isprintable() else "an error code"
-
-
-class _Bounded(httpx.AsyncBaseTransport):
-    """The default transport, reading at most :data:`MAX_ANSWER` bytes of an answer, which
-    must not be compressed (a small gzip body may inflate to gigabytes)."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        try:
-            if response.headers.get("content-encoding", "identity").lower() != "identity":
-                raise httpx.DecodingError("a compressed answer, not asked for")
-            body = bytearray()
-            async for chunk in response.aiter_raw():
-                body += chunk
-                if len(body) > MAX_ANSWER:
-                    raise httpx.DecodingError("an answer too large")
-        finally:
-            await response.aclose()
-        return httpx.Response(
-            response.status_code, headers=response.headers, content=bytes(body), request=request
-        )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
