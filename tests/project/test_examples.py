@@ -147,3 +147,43 @@ def test_a_served_runner_shows_its_policies() -> None:
         "tools: ['quote', 'report']",
     ]:
         assert line in done.stdout.splitlines(), done.stdout
+
+
+def test_acting_as_the_user_example_walks_the_whole_flow() -> None:
+    """``examples/acting_as_user.py``: against the loopback provider, the first call asks to
+    sign in, a forwarded link and a replayed callback attach nothing, the call sent again
+    runs as the user, a 401 and an expiring token are refreshed (once for calls together,
+    without ``scope``), and a revoked grant or a sign-out asks again."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES[0].parent / "acting_as_user.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    asked = (
+        "   TOOL_RUNTIME_INPUT_REQUIRED: auth.github: open /authorize?client_id&code_challenge"
+        "&code_challenge_method&redirect_uri&response_type&scope&state"
+    )
+    for line in [
+        asked,
+        "   bob opens alice's link: other_user - This sign-in link was made for another user: "
+        "nothing was attached. Ask your assistant for a link of your own.",
+        "   alice opens it: attached - You are signed in. Go back to your assistant: the call "
+        "can go on now.",
+        "   the same callback again: used - This sign-in link was used already: nothing more "
+        "was attached.",
+        "   -> created alice/notes",
+        "   after a 401: -> alice",
+        "   refreshes so far: 1",
+        "   5 calls at once: ['-> alice']",
+        "   refreshes so far: 2",
+        "   a refresh sends scope: False",
+        "   bob signed in: -> bob",
+        "   bob signed out; his token still honoured: False",
+    ]:
+        assert line in lines, done.stdout
+    assert sum("TOOL_RUNTIME_INPUT_REQUIRED" in line for line in lines) == 3, done.stdout
+    assert "code=" not in done.stdout + done.stderr
+    assert "state=" not in done.stdout + done.stderr
