@@ -19,9 +19,11 @@ words: never the provider's text, never a token.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import os
+import time
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote_plus
@@ -43,8 +45,13 @@ __all__ = ["MAX_ANSWER", "TOKEN_TIMEOUT", "ProviderError", "UserAuth"]
 TOKEN_TIMEOUT: Final = 10.0
 #: The largest answer of a token endpoint read, in bytes.
 MAX_ANSWER: Final = 64 * 1024
-#: The errors of a token endpoint that mean the grant is gone: the user must authorize again.
-_GONE: Final = frozenset({"invalid_grant", "unauthorized_client"})
+#: The errors of a token endpoint that mean the grant is gone: the user must authorize again
+#: (GitHub says ``bad_refresh_token`` for an expired or revoked refresh token). Not
+#: ``invalid_client``: a wrong client secret would then forget every user's tokens.
+_GONE: Final = frozenset({"invalid_grant", "unauthorized_client", "bad_refresh_token"})
+#: Seconds between two looks for tokens a sign-in is about to keep (the first; doubled to 2 s).
+_FIRST_LOOK: Final = 0.25
+_LAST_LOOK: Final = 2.0
 #: The statuses a token endpoint answers with JSON (its errors: RFC 6749 section 5.2).
 _ANSWERED: Final = (200, 400, 401)
 
@@ -73,6 +80,9 @@ class UserAuth:
       providers give (default: the environment).
     - ``refresh_margin``: seconds before its expiry an access token is refreshed.
     - ``timeout``: seconds one exchange with a token endpoint may take.
+    - ``sign_in_wait``: seconds a call sent again after the sign-in ask waits for the
+      provider's callback when it has not come yet (a host may send it again as soon as the
+      user opens the link; 0: ask again at once).
 
     .. versionadded:: 0.1.0
     """
@@ -85,6 +95,7 @@ class UserAuth:
         secrets: Mapping[str, str] | None = None,
         refresh_margin: float = 60.0,
         timeout: float = TOKEN_TIMEOUT,
+        sign_in_wait: float = 120.0,
     ) -> None:
         self.store: Final = store if store is not None else InMemoryTokenStore()
         """Where the tokens are kept."""
@@ -92,6 +103,8 @@ class UserAuth:
         """Where the provider sends the browser back."""
         self.refresh_margin: Final = seconds_option(refresh_margin, "refresh_margin", zero=True)
         """Seconds before expiry a token is refreshed."""
+        self.sign_in_wait: Final = seconds_option(sign_in_wait, "sign_in_wait", zero=True)
+        """Seconds a call sent again waits for the sign-in to complete."""
         self._timeout = seconds_option(timeout, "timeout")
         self._secrets: Mapping[str, str] = os.environ if secrets is None else dict(secrets)
 
@@ -111,15 +124,31 @@ class UserAuth:
             return None if tokens.expires_within(0) else tokens
         return await self._refreshed(user, provider, tokens)
 
+    async def signed_in(self, user: str, provider: OAuthProvider) -> TokenSet | None:
+        """The tokens of ``user`` at ``provider`` once the provider's callback has kept them,
+        waited for ``sign_in_wait`` seconds at most (read again after 0.25 s, then less and
+        less often, up to every 2 s); None when they have not come."""
+        deadline = time.monotonic() + self.sign_in_wait
+        pause = _FIRST_LOOK
+        while True:
+            tokens = await self.current(user, provider)
+            if tokens is not None or time.monotonic() >= deadline:
+                return tokens
+            await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, _LAST_LOOK)
+
     async def renewed(self, user: str, provider: OAuthProvider, used: str) -> TokenSet | None:
         """New tokens of ``user`` at ``provider`` after the upstream refused the access
         token ``used`` (a 401): refreshed, unless another call did so meanwhile; None when
         they cannot be (no refresh token, or the refresh was refused)."""
         tokens = await self.store.get(user, provider.name)
-        if tokens is None or tokens.refresh_token is None:
+        if tokens is None:
             return None
         if tokens.access_token != used:  # renewed by another call already
             return tokens
+        if tokens.refresh_token is None:  # refused, and nothing to renew it with: forgotten,
+            await self.store.delete(user, provider.name)  # (not tried again on the next call)
+            return None
         return await self._refreshed(user, provider, tokens)
 
     async def _refreshed(

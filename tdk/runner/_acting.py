@@ -103,10 +103,16 @@ class Acting:
         user = _user_of(call.context)
         if isinstance(user, ToolError):
             return _turned_back(call, user)
-        if ask_state(call.context).answers.get(ask_key(provider.name)) is False:
-            return _turned_back(call, declined(ask_key(provider.name)))
-        try:
-            tokens = await self._auth.current(user or "", provider)
+        answers = ask_state(call.context).answers
+        key = ask_key(provider.name)
+        if answers.get(key, True) is False:
+            return _turned_back(call, declined(key))
+        try:  # (sent again after the sign-in ask: the callback may be a moment behind)
+            tokens = await (
+                self._auth.signed_in(user or "", provider)
+                if key in answers
+                else self._auth.current(user or "", provider)
+            )
         except Exception as failed:  # the provider or the store: no token, never a stale one
             return _turned_back(call, _unavailable(provider, failed))
         if tokens is None or not _holds(tokens.scopes, requirement.scopes):
