@@ -112,8 +112,9 @@ class Acting:
         if tokens is None or not _holds(tokens.scopes, requirement.scopes):
             granted = () if tokens is None else tuple(tokens.scopes)
             return self._ask(call, user, requirement, granted)
-        result = await guarded(_acting_as(call, tokens.access_token))
-        if not _token_refused(result, call):
+        acting = _acting_as(call, tokens.access_token)
+        result = await guarded(acting)
+        if not _token_refused(result, acting):  # (the call that ran holds its exchanges)
             return result
         try:  # the upstream refused the token: renewed once, and one more run
             renewed = await self._auth.renewed(user or "", provider, tokens.access_token)
