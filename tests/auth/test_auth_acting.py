@@ -339,6 +339,57 @@ def test_bob_opening_alices_link_leaves_it_to_alice(
     assert run(store.get("alice", "github")) is not None
 
 
+def test_a_call_sent_again_before_the_sign_in_asks_again(
+    server: OAuthProviderServer, github: OAuthProvider
+) -> None:
+    """The host sends the call again before the user finished signing in: it asks again,
+    with a link of its own (a new state), and the body does not run."""
+    seen = Seen()
+    runner = acting_runner(server, github_tools(server, github, seen))
+    alice = ToolContext(user_id="alice")
+    asked = run(runner.run("whoami", {}, context=alice))
+    assert asked.pending is not None
+
+    again = run(runner.resume(asked.pending.token, {ASK: None}, context=alice))
+
+    assert again.pending is not None
+    assert list(again.pending.requests) == [ASK]
+    states = [
+        parse_qs(urlsplit(result.pending.requests[ASK]["url"]).query)["state"]
+        for result in (asked, again)
+        if result.pending is not None
+    ]
+    assert states[0] != states[1]
+    assert seen.runs == {}
+
+
+@pytest.mark.parametrize(
+    ("state_key", "reason"),
+    [(STATE_KEY, "attached"), (b"another key, 32 bytes long......", "forged")],
+    ids=["replica-same-key", "other-key"],
+)
+def test_a_link_is_completed_by_any_replica_with_the_key(
+    server: OAuthProviderServer, github: OAuthProvider, state_key: bytes, reason: str
+) -> None:
+    """The state is sealed with the runner's ``state_key``: a replica sharing it (and the
+    token store) completes a link another made; a server with another key sees a forgery."""
+    store = InMemoryTokenStore()
+    kit = github_tools(server, github, Seen())
+    runner = acting_runner(server, kit, store)
+    replica = ToolRunner(
+        kit,
+        user_auth=UserAuth(store, redirect_uri=server.callback, secrets=client_secrets()),
+        state_key=state_key,
+    )
+    asked = run(runner.run("whoami", {}, context=ToolContext(user_id="alice")))
+    params = sign_in(server, asked, "alice")
+
+    outcome = run(replica.complete_authorization(params, user_id="alice"))
+
+    assert outcome.reason == reason
+    assert (run(store.get("alice", "github")) is not None) == (reason == "attached")
+
+
 def test_a_declined_sign_in_ends_the_call(
     server: OAuthProviderServer, github: OAuthProvider
 ) -> None:

@@ -3,7 +3,8 @@ MISSION section 15): the loopback "GitHub" in a process (``OAuthProviderProcess`
 ``redis-server``, and 4 python processes, each with a runner whose ``UserAuth`` keeps tokens
 in a ``RedisTokenStore`` (one shared ``TokenSealer`` key), released together to run a tool
 with alice's tokens that expire soon: ONE refresh grant at the provider, and every worker's
-call runs with the token it gave."""
+call runs with the token it gave. And a Redis token store that is down: no token, no ask, a
+sign-in that cannot be saved."""
 
 from __future__ import annotations
 
@@ -17,10 +18,19 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from _acting_support import fingerprint, run
-from _oauth_provider_server import OAuthProviderProcess
+from _acting_support import (
+    Seen,
+    acting_runner,
+    fingerprint,
+    github_tools,
+    run,
+    seed_tokens,
+    sign_in,
+)
+from _oauth_provider_server import OAuthProviderProcess, OAuthProviderServer, provider_for
 from _redis_support import RedisServer, running_redis
 
+from tdk import ErrorKind, ToolContext
 from tdk.auth import RedisTokenStore, TokenSealer, TokenSet
 
 WORKERS = 4
@@ -145,3 +155,40 @@ def test_workers_in_processes_refresh_once(
     tokens = {result["value"]["token"] for result in results}
     assert tokens == {fingerprint(kept.access_token)}
     assert {result["value"]["login"] for result in results} == {"alice"}
+
+
+# -- the token store down ----------------------------------------------------------------------
+
+
+async def _scenario_with_store_down(server: OAuthProviderServer, redis: RedisServer) -> None:
+    """alice's tokens kept on Redis; Redis stops: her call fails retryable (no token given,
+    no sign-in asked: her tokens may be there); bob's sign-in cannot be saved."""
+    client = aioredis.Redis.from_url(redis.url, socket_connect_timeout=2, socket_timeout=2)
+    store = RedisTokenStore(client, sealer=TokenSealer([os.urandom(32)]))
+    seen = Seen()
+    runner = acting_runner(server, github_tools(server, provider_for(server), seen), store)
+    try:
+        await seed_tokens(server, store, "alice", expires_in=3600)
+        asked = await runner.run("whoami", {}, context=ToolContext(user_id="bob"))
+        params = sign_in(server, asked, "bob")
+        redis.stop()
+
+        result = await runner.run("whoami", {}, context=ToolContext(user_id="alice"))
+        outcome = await runner.complete_authorization(params, user_id="bob")
+    finally:
+        await client.aclose()
+
+    assert result.error is not None
+    assert result.error.kind is ErrorKind.TOOL_RUNTIME_RETRY
+    assert result.pending is None
+    assert seen.runs == {}
+    assert (outcome.attached, outcome.reason) == (False, "store_unavailable")
+
+
+def test_a_token_store_that_is_down_gives_no_token(
+    redis_server: RedisServer,
+) -> None:
+    """Redis down: a call acting as the user fails closed and retryable, and a callback says
+    the sign-in cannot be saved."""
+    with OAuthProviderServer() as server:
+        run(_scenario_with_store_down(server, redis_server))
