@@ -22,7 +22,12 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-from _oauth_provider_server import OAuthProviderServer, ProviderEndpoints, client_secrets
+from _oauth_provider_server import (
+    CLIENT,
+    OAuthProviderServer,
+    ProviderEndpoints,
+    client_secrets,
+)
 
 import tdk.http
 from tdk import ToolContext, Toolkit, ToolResult, tool
@@ -178,13 +183,15 @@ async def seed_tokens(
     *,
     expires_in: int,
     login: str | None = None,
+    client_id: str = CLIENT[0],
 ) -> TokenSet:
     """Tokens of ``user`` from a whole code flow at ``server`` (its access token good for
     ``expires_in`` seconds), kept in ``store`` as a runner's ``UserAuth`` keeps them
-    (``login``: who signs in at the provider, by default ``user``)."""
+    (``login``: who signs in at the provider, by default ``user``; ``client_id``: the client
+    the tokens are issued to)."""
     before, server.expires_in = server.expires_in, expires_in
     try:
-        answer = await asyncio.to_thread(server.tokens_for, login or user)
+        answer = await asyncio.to_thread(server.tokens_for, login or user, client_id=client_id)
     finally:
         server.expires_in = before
     tokens = TokenSet.from_token_response(answer)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -24,7 +26,13 @@ from _acting_support import (
     seed_tokens,
 )
 from _authlib_loopback import Mode
-from _oauth_provider_server import CLIENT, OAuthProviderServer, provider_for
+from _oauth_provider_server import (
+    CLIENT,
+    PUBLIC_CLIENT,
+    OAuthProviderServer,
+    client_secrets,
+    provider_for,
+)
 
 from tdk import ErrorKind, ToolContext, ToolResult
 from tdk.auth import InMemoryTokenStore, TokenSet
@@ -122,6 +130,40 @@ def test_scope_is_sent_on_refresh_only_when_the_provider_asks(
     assert server.last_token_form.get("scope") == form_scope
 
 
+@pytest.mark.parametrize(
+    ("token_auth", "public", "sent"),
+    [
+        ("client_secret_basic", False, "client_secret_basic"),
+        ("client_secret_post", False, "client_secret_post"),
+        ("client_secret_basic", True, "none"),
+    ],
+    ids=["basic", "post", "public-client"],
+)
+def test_the_client_authenticates_as_the_provider_says(
+    server: OAuthProviderServer, token_auth: str, public: bool, sent: str
+) -> None:
+    """A refresh authenticates the application's client as ``OAuthProvider.token_auth``
+    says (HTTP Basic by default, or in the form); a public client only names itself."""
+    seen = Seen()
+    store = InMemoryTokenStore()
+    provider = provider_for(server, public=public, token_auth=token_auth)
+    runner = acting_runner(
+        server,
+        github_tools(server, provider, seen),
+        store,
+        secrets=client_secrets(public=public),
+    )
+    client_id = PUBLIC_CLIENT if public else CLIENT[0]
+    run(seed_tokens(server, store, "alice", expires_in=EXPIRING, client_id=client_id))
+
+    result = run(runner.run("whoami", {}, context=ALICE))
+
+    assert result.error is None, result.to_dict()
+    assert server.grants["refresh_token"] == 1
+    assert server.last_token_auth == sent
+    assert ("client_secret" in server.last_token_form) == (sent == "client_secret_post")
+
+
 def test_calls_waiting_on_one_refresh_share_it(server: OAuthProviderServer) -> None:
     """20 calls at once with tokens that expire soon: ONE refresh at the provider, and
     every call runs with the token it gave."""
@@ -168,6 +210,33 @@ def test_a_token_endpoint_that_fails_keeps_the_tokens(
     server.token_mode = "ok"  # the provider is back: the same tokens refresh then
     assert run(runner.run("whoami", {}, context=ALICE)).error is None
     assert server.grants["refresh_token"] == 1
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "expire_upstream", "runs"),
+    [(-5, False, 0), (EXPIRING, False, 1), (3600, True, 1)],
+    ids=["expired", "expiring-still-good", "refused-upstream"],
+)
+def test_tokens_without_a_refresh_token(
+    server: OAuthProviderServer, expires_in: int, expire_upstream: bool, runs: int
+) -> None:
+    """Tokens the provider gave without a refresh token: used while good (even within the
+    margin); expired, or refused upstream with a 401, the call asks for a sign-in."""
+    runner, store, seen, tokens = _runner_with_alice(server, expires_in=3600)
+    expires_at = time.time() + expires_in
+    run(store.put("alice", "github", replace(tokens, refresh_token=None, expires_at=expires_at)))
+    if expire_upstream:
+        server.expire_user("alice")
+
+    result = run(runner.run("whoami", {}, context=ALICE))
+
+    assert seen.runs.get("whoami", 0) == runs
+    assert "refresh_token" not in server.grants
+    if runs and not expire_upstream:
+        assert result.error is None, result.to_dict()
+    else:
+        assert result.pending is not None
+        assert list(result.pending.requests) == [ASK]
 
 
 # -- an upstream 401 ---------------------------------------------------------------------------
