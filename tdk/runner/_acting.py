@@ -114,7 +114,7 @@ class Acting:
             return self._ask(call, user, requirement, granted)
         acting = _acting_as(call, tokens.access_token)
         result = await guarded(acting)
-        if not _token_refused(result, acting):  # (the call that ran holds its exchanges)
+        if not _token_refused(result, acting):  # (the attempts noted their requests on it)
             return result
         try:  # the upstream refused the token: renewed once, and one more run
             renewed = await self._auth.renewed(user or "", provider, tokens.access_token)
