@@ -326,10 +326,12 @@ def _check_requirements(spec: ToolSpec, context: ToolContext | None) -> None:
             missing_scopes=missing_scopes or None,
             missing_auth=missing_auth,
             developer_message=(
-                "Pass the missing values in ToolContext(secrets={...}, metadata={...}, "
-                "scopes=[...], auth_token=...) when calling the tool; over tdk serve --http "
-                "--auth, the scopes are those of the caller's token; a runner with "
-                "user_auth= gives a tool declared requires_auth= the user's token."
+                # (no "name=" in this text: redaction would take the word after it for a
+                # credential's value)
+                "Pass the missing values in the ToolContext (its secrets, metadata, scopes or "
+                "auth_token) when calling the tool; over tdk serve --http --auth, the scopes "
+                "are those of the caller's token; a runner given a UserAuth gives a tool "
+                "declared with requires_auth the user's token."
             ),
         )
 

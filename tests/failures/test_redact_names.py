@@ -48,6 +48,7 @@ def test_names_that_do_not(name: str) -> None:
         pytest.param("session", False, id="bare-session"),
         pytest.param("code", False, id="bare-code"),
         pytest.param("tool_name", False, id="ordinary"),
+        pytest.param("missing_auth", False, id="tdk-detail"),
     ],
 )
 def test_credential_keys(name: str, expected: bool) -> None:

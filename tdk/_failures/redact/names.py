@@ -40,6 +40,10 @@ SECRET_QUERY_NAMES: Final = frozenset(
 #: Query names too common as ordinary words or fields ("error code: 404", {"key": "id"}) to
 #: count anywhere but right before '=' in a URL-like text.
 _AMBIGUOUS_NAMES: Final = frozenset(("code", "key", "auth", "sig", "se", "sv", "session"))
+#: Keys tdk's own errors put in ``details`` whose values are names, never credentials
+#: (``missing_auth``: the provider a call has no user's token for), though a credential word
+#: is among their words.
+_TDK_DETAIL_KEYS: Final = frozenset(("missing_auth",))
 
 
 #: Header names whose values are credentials (lower-case).
@@ -112,7 +116,9 @@ def judge(lowered: str) -> tuple[bool, bool, bool, bool]:
         word,
         lowered in SECRET_HEADER_NAMES,
         word or lowered in SECRET_QUERY_NAMES,
-        lowered not in _AMBIGUOUS_NAMES and (word or lowered in SECRET_KEYS),
+        lowered not in _AMBIGUOUS_NAMES
+        and lowered not in _TDK_DETAIL_KEYS
+        and (word or lowered in SECRET_KEYS),
     )
     if len(lowered) <= 64:
         if len(JUDGED) >= JUDGED_MAX:
@@ -124,8 +130,8 @@ def judge(lowered: str) -> tuple[bool, bool, bool, bool]:
 def credential_key(name: str) -> bool:
     """Whether the value under the key ``name`` of structured data (``details``, a JSON object,
     a ``(name, value)`` pair) is a credential: :func:`credential_name`, except for the bare
-    words ``key``, ``auth`` and ``session`` (``{"key": "id"}``, ``"session": 3``); and the
-    names of :data:`SECRET_KEYS`."""
+    words ``key``, ``auth`` and ``session`` (``{"key": "id"}``, ``"session": 3``) and tdk's
+    own detail keys (``missing_auth``); and the names of :data:`SECRET_KEYS`."""
     return judge(name.lower())[3]
 
 
