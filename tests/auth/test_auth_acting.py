@@ -7,6 +7,7 @@ the upstream's 401 are in ``test_auth_acting_refresh``; workers in processes sha
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -342,10 +343,11 @@ def test_bob_opening_alices_link_leaves_it_to_alice(
 def test_a_call_sent_again_before_the_sign_in_asks_again(
     server: OAuthProviderServer, github: OAuthProvider
 ) -> None:
-    """The host sends the call again before the user finished signing in: it asks again,
-    with a link of its own (a new state), and the body does not run."""
+    """The host sends the call again before the user finished signing in, and the runner
+    does not wait for the callback (``sign_in_wait=0``): it asks again, with a link of its
+    own (a new state), and the body does not run."""
     seen = Seen()
-    runner = acting_runner(server, github_tools(server, github, seen))
+    runner = acting_runner(server, github_tools(server, github, seen), sign_in_wait=0)
     alice = ToolContext(user_id="alice")
     asked = run(runner.run("whoami", {}, context=alice))
     assert asked.pending is not None
@@ -361,6 +363,36 @@ def test_a_call_sent_again_before_the_sign_in_asks_again(
     ]
     assert states[0] != states[1]
     assert seen.runs == {}
+
+
+def test_a_call_sent_again_waits_for_the_callback_that_is_on_its_way(
+    server: OAuthProviderServer, github: OAuthProvider
+) -> None:
+    """An MCP 2025 client answers the sign-in ask as soon as the user opens the link: the
+    call sent again waits for the provider's callback (``sign_in_wait``), then runs once,
+    without a second link."""
+    seen = Seen()
+    runner = acting_runner(server, github_tools(server, github, seen), sign_in_wait=60)
+    alice = ToolContext(user_id="alice")
+    asked = run(runner.run("whoami", {}, context=alice))
+    assert asked.pending is not None
+    token = asked.pending.token
+    assert token is not None
+    params = sign_in(server, asked, "alice")  # (the browser is back; the callback not yet)
+
+    async def resumed_while_signing_in() -> tuple[bool, str, Any]:
+        resuming = asyncio.create_task(runner.resume(token, {ASK: None}, context=alice))
+        await asyncio.sleep(0.2)
+        waiting = not resuming.done()  # (a runner that did not wait would have asked again)
+        attached = await runner.complete_authorization(params, user_id="alice")
+        return waiting, attached.reason, await resuming
+
+    waiting, reason, again = run(resumed_while_signing_in())
+
+    assert (waiting, reason) == (True, "attached")
+    assert again.error is None, again.to_dict()
+    assert again.value["login"] == "alice"
+    assert seen.runs == {"whoami": 1}
 
 
 @pytest.mark.parametrize(
