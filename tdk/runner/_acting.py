@@ -221,7 +221,7 @@ def _user_of(context: ToolContext | None) -> str | ToolError | None:
     """Who the call acts for: the context's ``user_id``; None for the one anonymous user of
     a server without authentication. A caller authenticated without an id (a token without
     ``sub``) cannot be told from others: refused."""
-    if context is None or context.user_id is None:
+    if context is None or not context.user_id:  # (an empty id is no one's either)
         if context is not None and context.claims:
             return ToolRequirementError(
                 "The tool acts as the user, but the caller's identity is not known.",

@@ -445,11 +445,12 @@ def test_a_declined_sign_in_ends_the_call(
 # -- who the call acts for ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("user_id", [None, ""], ids=["no-id", "empty-id"])
 def test_a_caller_without_an_id_shares_no_ones_tokens(
-    server: OAuthProviderServer, github: OAuthProvider
+    server: OAuthProviderServer, github: OAuthProvider, user_id: str | None
 ) -> None:
-    """A caller authenticated without an id (claims, no ``sub``) is refused: the anonymous
-    user's tokens (kept under no id) are not given to it."""
+    """A caller authenticated without an id (claims, no ``sub``, or an empty one) is
+    refused: the anonymous user's tokens (kept under no id) are not given to it."""
     seen = Seen()
     store = InMemoryTokenStore()
     runner = acting_runner(server, github_tools(server, github, seen), store)
@@ -457,7 +458,8 @@ def test_a_caller_without_an_id_shares_no_ones_tokens(
     assert run(runner.run("whoami", {}, context=None)).error is None  # the anonymous user's
     seen.runs.clear()
 
-    refused = run(runner.run("whoami", {}, context=ToolContext(claims={"iss": "https://as"})))
+    caller = ToolContext(user_id=user_id, claims={"iss": "https://as"})
+    refused = run(runner.run("whoami", {}, context=caller))
 
     assert refused.error is not None
     assert refused.error.kind is ErrorKind.TOOL_RUNTIME_MISSING_REQUIREMENT
