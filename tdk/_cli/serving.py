@@ -169,6 +169,11 @@ def _serve_runner(
     toolkit = runner.toolkit
     context = mcp.context_from_environment(toolkit)
     seat: Seat | None = options.worker
+    refused = _callback_refused(options, runner)
+    if refused is not None:
+        if seat is None or seat.index == 0:  # (said by one worker)
+            streams.say(f"tdk serve: {refused}")
+        return 2
     if seat is None or seat.index == 0:  # (said by one worker)
         _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
     if seat is not None and seat.index == 0 and runner.stats().store == "local":
@@ -183,7 +188,7 @@ def _serve_runner(
         # The default context: the secrets of the environment; each call's user_id, scopes
         # and claims are its verified token's (tdk.hosts.mcp completes it per call).
         server = mcp.server(toolkit, runner=runner, context=context)
-        serving, lifeline = _http_serving(options, server, toolkit, streams, seat)
+        serving, lifeline = _http_serving(options, server, runner, streams, seat)
     else:
         serving = mcp.serve(toolkit, "stdio", runner=runner, context=context)
     try:
@@ -213,6 +218,18 @@ def _serve_runner(
     if seat is None:  # (a worker's supervisor says it for all)
         streams.say("tdk: interrupted")
     return 130
+
+
+def _callback_refused(options: argparse.Namespace, runner: ToolRunner) -> str | None:
+    """Why the provider's callback of a runner given ``user_auth`` cannot be served with
+    these options (see ``tdk.hosts._mcp_callback``), or None."""
+    if not options.http or runner.user_auth is None:
+        return None
+    from tdk.hosts._mcp_callback import callback_problem, callback_refusal
+
+    if options.auth is not None:
+        return callback_refusal(runner)
+    return callback_problem(runner)
 
 
 def _say_what_is_missing(
@@ -246,18 +263,19 @@ async def _closing(serving: Coroutine[Any, Any, None], verifier: Verifier) -> No
 def _http_serving(
     options: argparse.Namespace,
     server: Server[Any],
-    toolkit: Toolkit,
+    runner: ToolRunner,
     streams: ServedStreams,
     seat: Seat | None,
 ) -> tuple[Coroutine[Any, Any, None], socket.socket | None]:
     """Serving ``server`` over streamable HTTP (behind the bearer-token check of ``--auth``,
-    when given), and, for a worker of ``tdk serve --workers`` (its ``seat``), its control
-    socket: the listening socket is its supervisor's, and the URL is said by the supervisor
-    once this worker says it serves."""
+    when given; with the provider's callback of a ``runner`` given ``user_auth``), and, for
+    a worker of ``tdk serve --workers`` (its ``seat``), its control socket: the listening
+    socket is its supervisor's, and the URL is said by the supervisor once this worker says
+    it serves."""
     from tdk.hosts._mcp_http import serve_http
 
     host = unbracketed(options.host)
-    protection = protection_of(options, toolkit, os.environ)
+    protection = protection_of(options, runner.toolkit, os.environ)
     if seat is None:
         if options.auth is None and options.allow_unauthenticated and reach_of(host) != "loopback":
             streams.say(
@@ -276,6 +294,7 @@ def _http_serving(
         on_listening=on_listening,
         protection=protection,
         listener=listener,
+        runner=runner,
     )
     if protection is not None:
         serving = _closing(serving, protection.verifier)

@@ -13,6 +13,11 @@ address served, as given and as bound, and on a loopback address the loopback na
 each with any port or none (a standard client leaves out the default port: ``Host:
 127.0.0.1`` for a server on port 80, or behind a proxy on 443). A server on every interface
 cannot know the names it will be reached by: it runs without the check, and says so.
+
+A runner given ``user_auth`` (its tools act as the user at OAuth providers) has the
+provider's callback served next to ``/mcp``, at the path of its ``redirect_uri``
+(:mod:`tdk.hosts._mcp_callback`); its Host is checked likewise, the redirect URI's name
+allowed too (behind a proxy).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from mcp.server.lowlevel import Server
@@ -31,6 +36,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from tdk._cli.addresses import Listening, bound, listening_address
 from tdk._compat.sse_shutdown import shutdown_flag_restored
 from tdk.hosts._mcp_auth import Protection, protected_app
+from tdk.hosts._mcp_callback import callback_problem, callback_refusal, callback_route
+
+if TYPE_CHECKING:
+    from starlette.routing import Route
+
+    from tdk.runner import ToolRunner
 
 __all__ = ["security", "serve_http"]
 
@@ -48,6 +59,7 @@ async def serve_http(
     on_listening: Callable[[str], None] | None = None,
     protection: Protection | None = None,
     listener: socket.socket | None = None,
+    runner: ToolRunner | None = None,
 ) -> None:
     """Serve ``mcp_server`` over streamable HTTP at ``http://host:port/mcp`` until cancelled
     (then as on Ctrl-C: the socket closes, the sessions end). ``OSError`` when the address
@@ -56,14 +68,22 @@ async def serve_http(
 
     ``listener``: a listening socket for ``host:port`` bound by another process and shared
     with it (``tdk serve --workers``): served as it is, statelessly (no session lives in one
-    process: any request may reach another), and closed here on the way out."""
+    process: any request may reach another), and closed here on the way out.
+
+    ``runner``: the runner of ``mcp_server``; one given ``user_auth`` has the provider's
+    callback served too (``ValueError`` with ``protection``: the callback could not know who
+    opens it; or for a callback path the MCP server answers already)."""
     import uvicorn
 
     where = listening_address(host, port)
     stateless = listener is not None
+    routes = _callback_routes(runner, where, authenticated=protection is not None)
     if protection is None:
         app = mcp_server.streamable_http_app(
-            host=host, transport_security=security(where), stateless_http=stateless
+            host=host,
+            transport_security=security(where),
+            stateless_http=stateless,
+            custom_starlette_routes=routes,
         )
     else:
         resource = protection.resource_url or where.url
@@ -92,6 +112,23 @@ async def serve_http(
             http.should_exit = True
             await serving
             raise
+
+
+def _callback_routes(
+    runner: ToolRunner | None, where: Listening, *, authenticated: bool
+) -> list[Route]:
+    """The route of the provider's callback, for a runner given ``user_auth`` (see
+    :func:`serve_http`); none for others."""
+    if runner is None or runner.user_auth is None:
+        return []
+    problem = callback_refusal(runner) if authenticated else callback_problem(runner)
+    if problem is not None:
+        raise ValueError(problem)
+    # (on every interface there is no check, and security() has said so already for /mcp)
+    checked = (
+        None if where.reach == "every" else security(where, also=runner.user_auth.redirect_uri)
+    )
+    return [callback_route(runner, checked)]
 
 
 def security(

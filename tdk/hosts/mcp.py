@@ -355,6 +355,13 @@ async def serve(
     yours); the token's ``sub``, scopes and claims complete each call's context. The server
     is the protected resource ``resource_url`` (default: the URL it serves), whose metadata
     it publishes at ``/.well-known/oauth-protected-resource/mcp``. See ``docs/auth.md``.
+
+    A ``runner`` given ``user_auth`` (tools declared ``@tool(requires_auth=...)``) has, over
+    HTTP, the provider's callback served too, at the path of ``user_auth.redirect_uri``: it
+    completes the sign-in of the one anonymous user of a server without ``auth``. With
+    ``auth``, ``ValueError``: the callback could not know who opens it; serve the callback
+    from your application, calling ``runner.complete_authorization()`` with its session's
+    user.
     """
     mcp_server = cast(
         _Served,
@@ -384,7 +391,7 @@ async def serve(
     if auth is not None:
         needs = scopes_needed(item.definition for item in _toolkit_of(source, runner, name))
         protection = Protection(auth, resource_url, needs)
-    await serve_http(mcp_server, host, port, protection=protection)
+    await serve_http(mcp_server, host, port, protection=protection, runner=runner)
 
 
 def context_from_environment(

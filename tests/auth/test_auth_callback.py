@@ -1,0 +1,415 @@
+"""The provider's callback of ``tdk serve --http`` end to end: a real ``tdk serve``
+subprocess serving a ToolRunner given ``user_auth``, a real OAuth provider on loopback
+("GitHub", authlib), the official MCP client over HTTP in both protocol eras, and httpx as
+the user's browser.
+
+A call of a tool acting as the user asks them to sign in (a URL elicitation); the browser
+signs in at the provider, is sent back to tdk serve's ``/oauth/callback`` (a page saying
+"signed in"), and the call goes on as the user. A callback forged, replayed or too large
+is a 400 page that attaches nothing; no code, state or token reaches stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import httpx2
+import mcp
+import pytest
+from _mcp_support import SCENARIO_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, accepts, free_port, run
+from _oauth_provider_server import OAuthProviderServer, browser_sign_in, client_secrets
+from mcp import types
+from mcp.client.streamable_http import streamable_http_client
+
+from tdk import Toolkit, ToolRunner, tool
+from tdk.auth import JWTVerifier, UserAuth
+from tdk.hosts import mcp as tdk_mcp
+
+TOOLS = '''
+import os
+
+import httpx
+
+import tdk.http
+from tdk import ToolContext, Toolkit, tool
+from tdk.auth import OAuthProvider, UserAuth
+from tdk.runner import ToolRunner
+
+PROVIDER = os.environ["TEST_PROVIDER_URL"]
+GITHUB = OAuthProvider(
+    name="github",
+    authorize_url=f"{PROVIDER}/authorize",
+    token_url=f"{PROVIDER}/token",
+    client_id_from="GITHUB_CLIENT_ID",
+    client_secret_from="GITHUB_CLIENT_SECRET",
+)
+
+
+@tool(requires_auth=GITHUB.with_scopes("repo"), read_only=True)
+async def whoami(context: ToolContext) -> str:
+    """The user's login at GitHub."""
+    async with httpx.AsyncClient(trust_env=False) as client:
+        tdk.http.install(client)
+        bearer = {"Authorization": f"Bearer {context.auth_token}"}
+        answered = await client.get(f"{PROVIDER}/user", headers=bearer)
+        return str(answered.json()["login"])
+
+
+runner = ToolRunner(
+    Toolkit("github", [whoami]),
+    user_auth=UserAuth(redirect_uri=os.environ["TEST_REDIRECT_URI"]),
+    state_key="a state key of the test, long enough",
+)
+'''
+
+#: The user's login at the provider.
+LOGIN = "octocat"
+#: The era each mode of the client speaks.
+ERAS = [pytest.param("2026-07-28", id="2026"), pytest.param("legacy", id="2025")]
+
+
+class Served:
+    """A ``tdk serve --http`` subprocess of :data:`TOOLS`: its URLs and stderr."""
+
+    def __init__(self, process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+        self.process = process
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.callback = f"http://127.0.0.1:{port}/oauth/callback"
+        self.log = log
+
+    def stderr(self) -> str:
+        """What the server wrote on stderr so far (once its log lines are written)."""
+        time.sleep(0.2)  # (written by a thread of their own, after the answer; not a bound)
+        return self.log.read_text()
+
+
+@pytest.fixture
+def provider() -> Iterator[OAuthProviderServer]:
+    with OAuthProviderServer() as server:
+        yield server
+
+
+@pytest.fixture
+def tools_file(tmp_path: Path) -> Path:
+    path = tmp_path / "callback_tools.py"
+    path.write_text(TOOLS.lstrip())
+    return path
+
+
+def environment(
+    provider: OAuthProviderServer, port: int, path: str = "/oauth/callback"
+) -> dict[str, str]:
+    return {
+        **os.environ,
+        **client_secrets(),
+        "TEST_PROVIDER_URL": provider.url,
+        "TEST_REDIRECT_URI": f"http://127.0.0.1:{port}{path}",
+    }
+
+
+@contextlib.contextmanager
+def serving(tools_file: Path, provider: OAuthProviderServer) -> Iterator[Served]:
+    """``tdk serve tools_file --http --port P``, once it accepts on 127.0.0.1."""
+    port = free_port()
+    log = tools_file.parent / f"stderr-{port}.log"
+    argv = [sys.executable, "-m", "tdk", "serve", str(tools_file), "--http", "--port", str(port)]
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=tools_file.parent,
+            env=environment(provider, port),
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not accepts(port):
+            if process.poll() is not None:
+                pytest.fail(f"tdk serve ended ({process.returncode}): {log.read_text()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"tdk serve did not listen in {START_TIMEOUT} s: {log.read_text()}")
+            time.sleep(0.05)
+        yield Served(process, port, log)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=STOP_TIMEOUT)
+
+
+class Browser:
+    """The user, as an elicitation callback: opens the URL shown in their browser (signed
+    in at the provider), which the provider sends back to tdk serve's callback; records the
+    URLs and the callback's answers."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+        self.pages: list[httpx.Response] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams)
+        self.shown.append(params.url)
+        self.pages.append(await asyncio.to_thread(signed_in, params.url))
+        return types.ElicitResult(action="accept")
+
+
+def signed_in(url: str, user: str = LOGIN) -> httpx.Response:
+    """``url`` opened by ``user``'s browser: the provider's redirect followed to the
+    callback, whose answer is returned."""
+    status, location = browser_sign_in(url, user)
+    assert status == 302, status
+    assert location is not None
+    return httpx.get(location, timeout=SCENARIO_TIMEOUT)
+
+
+def callback_url(served: Served, url: str, user: str = LOGIN) -> str:
+    """Where the provider sends ``user``'s browser back after ``url`` (not opened)."""
+    status, location = browser_sign_in(url, user)
+    assert status == 302
+    assert location is not None
+    assert location.startswith(served.callback)
+    return location
+
+
+async def call_whoami(url: str, mode: str, **options: Any) -> types.CallToolResult:
+    async with httpx2.AsyncClient(timeout=SCENARIO_TIMEOUT) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with mcp.Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
+            return await client.call_tool("whoami", {})
+
+
+def text_of(answered: types.CallToolResult) -> str:
+    [content] = answered.content
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+def sign_in_url(served: Served) -> str:
+    """The sign-in URL a call of a client without elicitation is given."""
+    answered = run(call_whoami(served.url, "legacy"))
+    assert answered.is_error is True
+    assert answered.meta is not None
+    [(key, asked)] = answered.meta["tdk/pending"]["requests"].items()
+    assert key == "auth.github"
+    url: str = asked["url"]
+    return url
+
+
+def assert_secure_page(page: httpx.Response) -> None:
+    """The callback's page: HTML, not cached, no referrer, no script, no framing."""
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert page.headers["cache-control"] == "no-store"
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+    assert "Traceback" not in page.text
+
+
+def assert_nothing_secret(stderr: str, *urls: str) -> None:
+    """No code, state or token of ``urls`` in ``stderr``."""
+    assert "Traceback" not in stderr
+    for url in urls:
+        for name, values in parse_qs(urlsplit(url).query).items():
+            if name in ("code", "state", "code_challenge"):
+                assert all(value not in stderr for value in values), name
+
+
+@pytest.mark.parametrize("mode", ERAS)
+def test_a_call_signs_the_user_in_through_the_callback_and_goes_on(
+    mode: str, tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """Both eras: the call asks the user to open the provider's URL; the provider sends the
+    browser to tdk serve's callback (200, "signed in"); the call then runs as the user."""
+    user = Browser()
+    with serving(tools_file, provider) as served:
+        answered = run(call_whoami(served.url, mode, elicitation_callback=user))
+        stderr = served.stderr()
+    assert answered.is_error is False, text_of(answered)
+    assert text_of(answered) == LOGIN
+    [shown] = user.shown
+    assert shown.startswith(f"{provider.url}/authorize?")
+    [page] = user.pages
+    assert page.status_code == 200
+    assert "signed in" in page.text
+    assert_secure_page(page)
+    assert provider.grants["authorization_code"] == 1
+    assert_nothing_secret(stderr, shown, str(page.url))
+
+
+def test_the_callback_attaches_once_and_the_call_sent_again_runs(
+    tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """A client without elicitation: the sign-in URL in ``_meta["tdk/pending"]``; the
+    callback attaches the user's tokens once (a replay of it is a 400 page); the call sent
+    again runs."""
+    with serving(tools_file, provider) as served:
+        location = callback_url(served, sign_in_url(served))
+        first = httpx.get(location, timeout=SCENARIO_TIMEOUT)
+        again = httpx.get(location, timeout=SCENARIO_TIMEOUT)
+        answered = run(call_whoami(served.url, "legacy"))
+        stderr = served.stderr()
+    assert (first.status_code, again.status_code) == (200, 400)
+    assert "used already" in again.text
+    assert_secure_page(again)
+    assert text_of(answered) == LOGIN
+    assert provider.grants["authorization_code"] == 1
+    assert_nothing_secret(stderr, location)
+
+
+def _forged(served: Served, location: str) -> str:
+    parts = urlsplit(location)
+    code = parse_qs(parts.query)["code"][0]
+    return f"{served.callback}?{urlencode({'code': code, 'state': 'tdk1.' + 'A' * 80})}"
+
+
+def _no_state(served: Served, location: str) -> str:
+    return f"{served.callback}?{urlencode({'code': parse_qs(urlsplit(location).query)['code'][0]})}"
+
+
+def _long(served: Served, location: str) -> str:
+    return f"{location}&pad={'x' * 9000}"  # past tdk's bound, within the HTTP server's
+
+
+def _huge(served: Served, location: str) -> str:
+    return f"{location}&pad={'x' * 60_000}"  # past the HTTP server's own bound too
+
+
+def _many(served: Served, location: str) -> str:
+    return location + "".join(f"&p{n}=1" for n in range(40))
+
+
+def _twice(served: Served, location: str) -> str:
+    state = parse_qs(urlsplit(location).query)["state"][0]
+    return f"{location}&{urlencode({'state': state})}"
+
+
+def _script(served: Served, location: str) -> str:
+    return f"{served.callback}?{urlencode({'code': '<script>x</script>', 'state': '<b>'})}"
+
+
+REFUSED = [
+    pytest.param(_forged, "not one this server made", id="forged-state"),
+    pytest.param(_no_state, "not one this server made", id="no-state"),
+    pytest.param(_long, "not one this server made", id="query-too-long"),
+    pytest.param(_huge, None, id="query-huge"),
+    pytest.param(_many, "not one this server made", id="too-many-parameters"),
+    pytest.param(_twice, "not one this server made", id="state-twice"),
+    pytest.param(_script, "not one this server made", id="markup"),
+]
+
+
+@pytest.mark.parametrize(("make", "said"), REFUSED)
+def test_a_callback_that_is_not_the_providers_attaches_nothing(
+    make: Any, said: str | None, tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """A callback forged, too large or ambiguous: 400, nothing attached (no code traded,
+    the call still asks), no traceback, no code or state on stderr."""
+    with serving(tools_file, provider) as served:
+        location = callback_url(served, sign_in_url(served))
+        url = make(served, location)
+        page = httpx.get(url, timeout=SCENARIO_TIMEOUT)
+        answered = run(call_whoami(served.url, "legacy"))
+        stderr = served.stderr()
+    assert page.status_code == 400
+    assert "Traceback" not in page.text
+    if said is not None:
+        assert said in page.text
+        assert_secure_page(page)
+        assert "<script>" not in page.text
+        assert "<b>" not in page.text
+    assert provider.grants["authorization_code"] == 0
+    assert answered.is_error is True
+    assert answered.meta is not None
+    assert "tdk/pending" in answered.meta
+    assert_nothing_secret(stderr, location)
+
+
+def test_the_callback_answers_get_only(tools_file: Path, provider: OAuthProviderServer) -> None:
+    """A POST to the callback runs nothing (a browser comes back with a GET)."""
+    with serving(tools_file, provider) as served:
+        location = callback_url(served, sign_in_url(served))
+        posted = httpx.post(location, timeout=SCENARIO_TIMEOUT)
+        first = httpx.get(location, timeout=SCENARIO_TIMEOUT)
+    assert posted.status_code == 405
+    assert first.status_code == 200
+
+
+def test_the_callback_checks_the_host(tools_file: Path, provider: OAuthProviderServer) -> None:
+    """A request naming another host (DNS rebinding) is refused before anything runs."""
+    with serving(tools_file, provider) as served:
+        location = callback_url(served, sign_in_url(served))
+        rebound = httpx.get(location, headers={"Host": "evil.example"}, timeout=SCENARIO_TIMEOUT)
+        first = httpx.get(location, timeout=SCENARIO_TIMEOUT)
+    assert rebound.status_code == 421
+    assert first.status_code == 200
+
+
+REFUSALS = [
+    pytest.param(
+        ["--auth", "jwt", "--issuer", "http://127.0.0.1:9", "--audience", "tdk"],
+        "/oauth/callback",
+        "cannot know who opens it",
+        id="with-auth",
+    ),
+    pytest.param([], "/mcp", "which the MCP server answers", id="callback-at-mcp"),
+]
+
+
+@pytest.mark.parametrize(("options", "path", "said"), REFUSALS)
+def test_tdk_serve_refuses_a_callback_it_cannot_serve(
+    options: list[str], path: str, said: str, tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """With ``--auth`` the callback could not know who opens it (a browser holds no bearer
+    token): tdk serve does not start (status 2) and says what to do instead; nor with a
+    callback at a path of the MCP server."""
+    port = free_port()
+    argv = [sys.executable, "-m", "tdk", "serve", str(tools_file), "--http", "--port", str(port)]
+    ended = subprocess.run(
+        [*argv, *options],
+        capture_output=True,
+        text=True,
+        cwd=tools_file.parent,
+        env=environment(provider, port, path),
+        timeout=SCENARIO_TIMEOUT,
+        check=False,
+    )
+    assert ended.returncode == 2, ended.stderr
+    assert said in ended.stderr
+    assert "Traceback" not in ended.stderr
+    assert not accepts(port)
+
+
+@tool(read_only=True)
+def ping() -> str:
+    """Pong."""
+    return "pong"
+
+
+def test_serve_refuses_a_callback_with_auth() -> None:
+    """The Python API: ``serve(..., transport="http", auth=...)`` with a runner given
+    ``user_auth`` raises ``ValueError`` before it listens."""
+    kit = Toolkit("k", [ping])
+    runner = ToolRunner(kit, user_auth=UserAuth(redirect_uri="http://127.0.0.1/oauth/callback"))
+    verifier = JWTVerifier(
+        issuer="http://127.0.0.1:9", audience="tdk", jwks_url="http://127.0.0.1:9/jwks"
+    )
+    port = free_port()
+    serving = tdk_mcp.serve(kit, "http", port=port, runner=runner, auth=verifier)
+    with pytest.raises(ValueError, match=re.escape("cannot know who opens it")):
+        run(serving)
+    assert not accepts(port)
