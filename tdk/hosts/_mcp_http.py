@@ -70,9 +70,8 @@ async def serve_http(
     with it (``tdk serve --workers``): served as it is, statelessly (no session lives in one
     process: any request may reach another), and closed here on the way out.
 
-    ``runner``: the runner of ``mcp_server``; one given ``user_auth`` has the provider's
-    callback served too (``ValueError`` with ``protection``: the callback could not know who
-    opens it; or for a callback path the MCP server answers already)."""
+    ``runner``: that of ``mcp_server``; one given ``user_auth`` has the provider's callback
+    served too (``ValueError`` with ``protection``, or at a path of the MCP server's)."""
     import uvicorn
 
     where = listening_address(host, port)

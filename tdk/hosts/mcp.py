@@ -356,12 +356,10 @@ async def serve(
     is the protected resource ``resource_url`` (default: the URL it serves), whose metadata
     it publishes at ``/.well-known/oauth-protected-resource/mcp``. See ``docs/auth.md``.
 
-    A ``runner`` given ``user_auth`` (tools declared ``@tool(requires_auth=...)``) has, over
-    HTTP, the provider's callback served too, at the path of ``user_auth.redirect_uri``: it
-    completes the sign-in of the one anonymous user of a server without ``auth``. With
-    ``auth``, ``ValueError``: the callback could not know who opens it; serve the callback
-    from your application, calling ``runner.complete_authorization()`` with its session's
-    user.
+    Over HTTP, a ``runner`` given ``user_auth`` has the provider's callback served at the
+    path of its ``redirect_uri``, for the one anonymous user of a server without ``auth``
+    (with ``auth``, ``ValueError``: the callback could not know who opens it; your own web
+    server calls ``runner.complete_authorization()`` with its session's user instead).
     """
     mcp_server = cast(
         _Served,

@@ -150,9 +150,7 @@ class ToolRunner:
         self.confirm_destructive: Final = confirm_destructive
         """Whether calls of tools declared destructive need approval (None: when served)."""
         self.user_auth: Final = user_auth
-        """The users' tokens at OAuth providers the tools act on, or None: where
-        ``tdk serve --http`` learns the path of the provider's callback
-        (``user_auth.redirect_uri``)."""
+        """The users' tokens at the OAuth providers the tools act on (``user_auth=``), or None."""
         self._asks = Asks(toolkit, store, state_key, ask_expiry)
         self._acting = _acting(user_auth, toolkit, state_key, store, ask_expiry)
         self._store = store
