@@ -30,6 +30,7 @@ import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
 from tdk._cli.addresses import reach_of, unbracketed
 from tdk._cli.auth_options import protection_of
@@ -176,6 +177,7 @@ def _serve_runner(
         return 2
     if seat is None or seat.index == 0:  # (said by one worker)
         _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
+        _say_where_sign_ins_go(options, runner, streams, workers=seat is not None)
     if seat is not None and seat.index == 0 and runner.stats().store == "local":
         streams.say(
             "tdk serve: WARNING: the workers share no state: each keeps its own rate limits, "
@@ -230,6 +232,40 @@ def _callback_refused(options: argparse.Namespace, runner: ToolRunner) -> str | 
     if options.auth is not None:
         return callback_refusal(runner)
     return callback_problem(runner)
+
+
+def _say_where_sign_ins_go(
+    options: argparse.Namespace, runner: ToolRunner, streams: ServedStreams, *, workers: bool
+) -> None:
+    """Tell the operator when the users' sign-ins at OAuth providers (a runner given
+    ``user_auth``) cannot come back: over stdio nothing answers the provider's callback, a
+    loopback ``redirect_uri`` names another port, workers keep the tokens each its own."""
+    user_auth = runner.user_auth
+    if user_auth is None:
+        return
+    redirect = user_auth.redirect_uri
+    if not options.http:
+        streams.say(
+            f"tdk serve: WARNING: over stdio nothing answers the providers' callback "
+            f"({redirect}): the tools acting as the user work only once your own web server "
+            "calls runner.complete_authorization() there (or serve with --http)"
+        )
+        return
+    parts = urlsplit(redirect)
+    if reach_of(parts.hostname or "") == "loopback" and parts.port != options.port:
+        streams.say(
+            f"tdk serve: WARNING: user_auth's redirect_uri ({redirect}) is not this server's "
+            f"port ({options.port}): the providers will send the users' browsers elsewhere"
+        )
+    # (the auth extra: loaded already, since the runner has a UserAuth)
+    from tdk.auth._token_store import InMemoryTokenStore
+
+    if workers and isinstance(user_auth.store, InMemoryTokenStore):
+        streams.say(
+            "tdk serve: WARNING: each worker keeps its own users' tokens (user_auth's "
+            "InMemoryTokenStore): a user signed in through one worker is asked again by the "
+            "others (give UserAuth a RedisTokenStore, and the runner a state_key)"
+        )
 
 
 def _say_what_is_missing(

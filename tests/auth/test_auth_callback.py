@@ -88,10 +88,15 @@ class Served:
         self.callback = f"http://127.0.0.1:{port}/oauth/callback"
         self.log = log
 
-    def stderr(self) -> str:
-        """What the server wrote on stderr so far (once its log lines are written)."""
-        time.sleep(0.2)  # (written by a thread of their own, after the answer; not a bound)
-        return self.log.read_text()
+    def stderr(self, until: str = "") -> str:
+        """What the server wrote on stderr so far: once it holds ``until`` (or after
+        :data:`SCENARIO_TIMEOUT` seconds), else a moment after now (its log lines are written
+        by a thread of their own, after the answer)."""
+        deadline = time.monotonic() + SCENARIO_TIMEOUT
+        time.sleep(0.2)
+        while until not in (written := self.log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return written
 
 
 @pytest.fixture
@@ -119,19 +124,22 @@ def environment(
 
 
 @contextlib.contextmanager
-def serving(tools_file: Path, provider: OAuthProviderServer) -> Iterator[Served]:
-    """``tdk serve tools_file --http --port P``, once it accepts on 127.0.0.1."""
+def serving(
+    tools_file: Path, provider: OAuthProviderServer, *options: str, redirect_port: int = 0
+) -> Iterator[Served]:
+    """``tdk serve tools_file --http --port P OPTIONS``, once it accepts on 127.0.0.1 (the
+    redirect URI names ``redirect_port``, by default P)."""
     port = free_port()
     log = tools_file.parent / f"stderr-{port}.log"
     argv = [sys.executable, "-m", "tdk", "serve", str(tools_file), "--http", "--port", str(port)]
     with log.open("w") as err:
         process = subprocess.Popen(
-            argv,
+            [*argv, *options],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
             cwd=tools_file.parent,
-            env=environment(provider, port),
+            env=environment(provider, redirect_port or port),
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -413,3 +421,43 @@ def test_serve_refuses_a_callback_with_auth() -> None:
     with pytest.raises(ValueError, match=re.escape("cannot know who opens it")):
         run(serving)
     assert not accepts(port)
+
+
+WARNINGS = [
+    pytest.param(
+        [], True, "the providers will send the users' browsers elsewhere", id="other-port"
+    ),
+    pytest.param(
+        ["--workers", "2"], False, "each worker keeps its own users' tokens", id="workers-in-memory"
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "other_port", "said"), WARNINGS)
+def test_tdk_serve_says_when_sign_ins_cannot_come_back(
+    options: list[str], other_port: bool, said: str, tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """The operator is told, once, when the users' browsers would come back elsewhere (a
+    loopback redirect URI of another port) or to a worker without the tokens."""
+    redirect_port = free_port() if other_port else 0
+    with serving(tools_file, provider, *options, redirect_port=redirect_port) as served:
+        stderr = served.stderr(until="tdk serve: http://")
+    assert stderr.count(said) == 1, stderr
+
+
+def test_tdk_serve_over_stdio_says_nothing_answers_the_callback(
+    tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """Over stdio there is no callback: the operator is told, and the server still serves."""
+    ended = subprocess.run(
+        [sys.executable, "-m", "tdk", "serve", str(tools_file)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tools_file.parent,
+        env=environment(provider, free_port()),
+        timeout=SCENARIO_TIMEOUT,
+        check=False,
+    )
+    assert ended.returncode == 0, ended.stderr
+    assert "over stdio nothing answers the providers' callback" in ended.stderr
