@@ -28,11 +28,16 @@ import httpx2
 import mcp
 import pytest
 from _mcp_support import SCENARIO_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, accepts, free_port, run
-from _oauth_provider_server import OAuthProviderServer, browser_sign_in, client_secrets
+from _oauth_provider_server import (
+    OAuthProviderServer,
+    browser_sign_in,
+    client_secrets,
+    provider_for,
+)
 from mcp import types
 from mcp.client.streamable_http import streamable_http_client
 
-from tdk import Toolkit, ToolRunner, tool
+from tdk import ToolContext, Toolkit, ToolRunner, tool
 from tdk.auth import JWTVerifier, UserAuth
 from tdk.hosts import mcp as tdk_mcp
 
@@ -228,9 +233,12 @@ def assert_secure_page(page: httpx.Response) -> None:
     assert "Traceback" not in page.text
 
 
-def assert_nothing_secret(stderr: str, *urls: str) -> None:
-    """No code, state or token of ``urls`` in ``stderr``."""
+def assert_nothing_secret(stderr: str, provider: OAuthProviderServer, *urls: str) -> None:
+    """No code, state or challenge of ``urls``, and no token the provider issued, in
+    ``stderr``."""
     assert "Traceback" not in stderr
+    issued = [*provider.store.tokens, *provider.store.refresh_tokens]
+    assert all(token not in stderr for token in issued)
     for url in urls:
         for name, values in parse_qs(urlsplit(url).query).items():
             if name in ("code", "state", "code_challenge"):
@@ -256,7 +264,7 @@ def test_a_call_signs_the_user_in_through_the_callback_and_goes_on(
     assert "signed in" in page.text
     assert_secure_page(page)
     assert provider.grants["authorization_code"] == 1
-    assert_nothing_secret(stderr, shown, str(page.url))
+    assert_nothing_secret(stderr, provider, shown, str(page.url))
 
 
 def test_the_callback_attaches_once_and_the_call_sent_again_runs(
@@ -276,7 +284,7 @@ def test_the_callback_attaches_once_and_the_call_sent_again_runs(
     assert_secure_page(again)
     assert text_of(answered) == LOGIN
     assert provider.grants["authorization_code"] == 1
-    assert_nothing_secret(stderr, location)
+    assert_nothing_secret(stderr, provider, location)
 
 
 def _forged(served: Served, location: str) -> str:
@@ -344,7 +352,7 @@ def test_a_callback_that_is_not_the_providers_attaches_nothing(
     assert answered.is_error is True
     assert answered.meta is not None
     assert "tdk/pending" in answered.meta
-    assert_nothing_secret(stderr, location)
+    assert_nothing_secret(stderr, provider, location)
 
 
 def test_the_callback_answers_get_only(tools_file: Path, provider: OAuthProviderServer) -> None:
@@ -406,6 +414,50 @@ def test_tdk_serve_refuses_a_callback_it_cannot_serve(
 def ping() -> str:
     """Pong."""
     return "pong"
+
+
+def test_serve_answers_the_callback_of_a_runner_with_user_auth(
+    provider: OAuthProviderServer,
+) -> None:
+    """The Python API: ``serve(..., transport="http", runner=runner)`` answers the callback
+    at the path of the runner's ``redirect_uri``; the runner then has the user's token."""
+    github = provider_for(provider)
+
+    @tool(requires_auth=github.with_scopes("repo"), read_only=True)
+    async def whoami(context: ToolContext) -> str:
+        """The user's login at GitHub."""
+        async with httpx.AsyncClient(trust_env=False) as client:
+            bearer = {"Authorization": f"Bearer {context.auth_token}"}
+            answered = await client.get(provider.user_url, headers=bearer)
+            return str(answered.json()["login"])
+
+    port = free_port()
+    redirect = f"http://127.0.0.1:{port}/signed-in"
+    user_auth = UserAuth(redirect_uri=redirect, secrets=client_secrets())
+    runner = ToolRunner(Toolkit("github", [whoami]), user_auth=user_auth)
+
+    async def scenario() -> tuple[int, str, str | None]:
+        serving = asyncio.create_task(
+            tdk_mcp.serve(runner.toolkit, "http", port=port, runner=runner)
+        )
+        try:
+            while not accepts(port):
+                await asyncio.sleep(0.05)
+            asked = await runner.run("whoami", {})
+            assert asked.pending is not None
+            url = asked.pending.requests["auth.github"]["url"]
+            page = await asyncio.to_thread(signed_in, url)
+            again = await runner.run("whoami", {})
+            return page.status_code, page.text, again.value
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+
+    status, text, value = run(scenario())
+    assert status == 200
+    assert "signed in" in text
+    assert value == LOGIN
 
 
 def test_serve_refuses_a_callback_with_auth() -> None:
