@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from tdk._cli.addresses import reach_of, unbracketed
-from tdk._cli.auth_options import protection_of
+from tdk._cli.auth_options import login_client, protection_of
 from tdk._cli.process import THREADS_GRACE, threads_held
 from tdk._cli.served_streams import ServedStreams, served_streams
 from tdk._cli.streams import flush_stdout
@@ -229,9 +229,10 @@ def _callback_refused(options: argparse.Namespace, runner: ToolRunner) -> str | 
         return None
     from tdk.hosts._mcp_callback import callback_problem, callback_refusal
 
-    if options.auth is not None:
-        return callback_refusal(runner)
-    return callback_problem(runner)
+    problem = callback_problem(runner)
+    if options.auth is not None and problem is None:
+        return callback_refusal(runner, login_client(os.environ))
+    return problem
 
 
 def _say_where_sign_ins_go(

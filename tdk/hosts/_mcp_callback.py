@@ -11,11 +11,11 @@ nothing (its Content-Security-Policy allows nothing), and cannot be framed.
 
 Who opens the link must be the user the link was made for (the state says who): a server
 without authentication has one user, the anonymous local one (None), since it serves on
-loopback only unless told otherwise, and every caller of its tools is that user. A server
-that authenticates its callers cannot tell who opens a link in a browser (the browser holds
-no bearer token): ``tdk serve --auth`` refuses to serve such a runner
-(:func:`callback_refusal`); an application with its own web server calls
-``runner.complete_authorization()`` there with its session's user.
+loopback only unless told otherwise, and every caller of its tools is that user. On a server
+that authenticates its callers a browser holds no bearer token: it signs in at the issuer
+first, as a login client (:mod:`tdk.hosts._mcp_login`), and without one the server refuses
+to start (:func:`callback_refusal`); an application with its own web server calls
+``runner.complete_authorization()`` there with its session's user instead.
 
 The request is bounded: a query longer than :data:`MAX_QUERY` bytes, or with more than
 :data:`MAX_FIELDS` parameters, is refused before anything is read of it. The Host header is
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -36,6 +37,7 @@ from starlette.routing import Route
 
 from tdk.auth._authorization import Authorization
 from tdk.hosts._mcp_auth import MCP_PATH
+from tdk.hosts._mcp_login import UNAVAILABLE, Login, SignedIn
 
 if TYPE_CHECKING:
     from tdk.runner import ToolRunner
@@ -55,6 +57,9 @@ logger = logging.getLogger("tdk.hosts.mcp")
 MAX_QUERY: Final = 8 * 1024
 #: The most parameters a callback's query may hold (a provider sends three or four).
 MAX_FIELDS: Final = 16
+
+#: The shortest login client secret the sign-in's states are sealed with (as a state_key).
+_MIN_SECRET: Final = 16
 
 #: The headers of every page: not cached, no referrer, no script, no framing, no sniffing.
 _HEADERS: Final = {
@@ -103,26 +108,38 @@ def callback_problem(runner: ToolRunner) -> str | None:
     )
 
 
-def callback_refusal(runner: ToolRunner) -> str | None:
-    """Why ``runner`` cannot be served with authentication (its tools act as the user, and
-    the callback could not know who opens a sign-in link), or None."""
+def callback_refusal(runner: ToolRunner, login_client: tuple[str, str] | None) -> str | None:
+    """Why ``runner`` cannot be served with authentication, or None: its tools act as the
+    user, and the callback cannot know who opens a sign-in link unless the browser signs in
+    at the issuer first, as the ``login_client`` (id, secret) (:mod:`tdk.hosts._mcp_login`)."""
     if runner.user_auth is None:
         return None
+    if login_client is not None:
+        if len(login_client[1].encode()) >= _MIN_SECRET:
+            return None
+        return (
+            f"TDK_LOGIN_CLIENT_SECRET is shorter than {_MIN_SECRET} bytes: the sign-in's "
+            "states are sealed with a key derived from it"
+        )
     return (
         f"the runner has user_auth: its tools act as the user at OAuth providers, and the "
         f"provider's callback ({callback_path(runner)}) cannot know who opens it when callers "
-        "authenticate with bearer tokens (a browser holds none), so it would attach the "
-        "tokens to nobody or to the wrong user. Serve it without --auth (loopback: one "
-        "user), or serve /mcp from your application, whose own web server calls "
+        "authenticate with bearer tokens (a browser holds none). Register a login client at "
+        "the issuer (authorization code with PKCE, redirect URI: user_auth's redirect_uri) "
+        "and set TDK_LOGIN_CLIENT_ID and TDK_LOGIN_CLIENT_SECRET, for the browser to sign in "
+        "there first; or serve /mcp from your application, whose own web server calls "
         "runner.complete_authorization(params, user_id=...) with its session's user "
         "(docs/auth.md)"
     )
 
 
-def callback_route(runner: ToolRunner, security: TransportSecuritySettings | None) -> Route:
-    """The route answering the provider's callback for ``runner`` (which has ``user_auth``),
-    whose opener is the one anonymous user of a server without authentication. ``security``:
-    the Host check of the server (None: every interface, no check)."""
+def callback_route(
+    runner: ToolRunner, security: TransportSecuritySettings | None, login: Login | None = None
+) -> Route:
+    """The route answering the provider's callback for ``runner`` (which has ``user_auth``).
+    ``security``: the Host check of the server (None: every interface, no check). ``login``:
+    how the browser signs in at the issuer first, on a server that authenticates (without,
+    the opener is the one anonymous user of a server without authentication)."""
     path = callback_path(runner)
     if path is None:
         raise ValueError("the runner has no user_auth: there is no callback to serve")
@@ -138,8 +155,14 @@ def callback_route(runner: ToolRunner, security: TransportSecuritySettings | Non
         if params is None:
             logger.warning("oauth callback refused: its query is too large")
             return _page(400, "Not signed in", _TOO_LARGE)
+        opener: str | None = None
+        if login is not None:
+            signed_in = await _signed_in(login, params)
+            if isinstance(signed_in, Response):
+                return signed_in
+            params, opener = dict(signed_in.params), signed_in.user_id
         try:
-            outcome = await runner.complete_authorization(params, user_id=None)
+            outcome = await runner.complete_authorization(params, user_id=opener)
         except Exception as broken:  # (never raises for bad input: this is tdk's own bug)
             logger.error("oauth callback failed: %s", type(broken).__name__)
             return _page(500, "Not signed in", _BROKEN)
@@ -148,6 +171,23 @@ def callback_route(runner: ToolRunner, security: TransportSecuritySettings | Non
         return _page(200 if outcome.attached else 400, title, outcome.message)
 
     return Route(path, answer, methods=["GET"], name="tdk-oauth-callback")
+
+
+async def _signed_in(login: Login, params: Mapping[str, object]) -> SignedIn | Response:
+    """Who opened the link, once the browser has signed in at the issuer; or the answer
+    sending it there (the provider's parameters carried), or the page saying why not."""
+    payload = login.opened(params)
+    if payload is not None:  # the issuer sends the browser back
+        found = await login.finish(payload, params)
+        return _page(400, "Not signed in", found) if isinstance(found, str) else found
+    carried = login.carried(params)
+    if carried is None or "state" not in carried:  # (a provider's callback has its state:
+        # without one there is nothing to sign in for, and no loop through the issuer)
+        return _page(400, "Not signed in", _TOO_LARGE)
+    where = await login.start(carried)
+    if where is None:
+        return _page(400, "Not signed in", UNAVAILABLE)
+    return Response(status_code=302, headers={**_HEADERS, "Location": where})
 
 
 def _query(request: Request) -> dict[str, str | list[str]] | None:

@@ -37,6 +37,7 @@ from tdk._cli.addresses import Listening, bound, listening_address
 from tdk._compat.sse_shutdown import shutdown_flag_restored
 from tdk.hosts._mcp_auth import Protection, protected_app
 from tdk.hosts._mcp_callback import callback_problem, callback_refusal, callback_route
+from tdk.hosts._mcp_login import Login
 
 if TYPE_CHECKING:
     from starlette.routing import Route
@@ -70,13 +71,12 @@ async def serve_http(
     with it (``tdk serve --workers``): served as it is, statelessly (no session lives in one
     process: any request may reach another), and closed here on the way out.
 
-    ``runner``: that of ``mcp_server``; one given ``user_auth`` has the provider's callback
-    served too (``ValueError`` with ``protection``, or at a path of the MCP server's)."""
+    ``runner``: that of ``mcp_server``; the provider's callback of one given ``user_auth``
+    is served too (``ValueError``: see :func:`~tdk.hosts._mcp_callback.callback_refusal`)."""
     import uvicorn
 
     where = listening_address(host, port)
-    stateless = listener is not None
-    routes = _callback_routes(runner, where, authenticated=protection is not None)
+    stateless, routes = listener is not None, _callback_routes(runner, where, protection)
     if protection is None:
         app = mcp_server.streamable_http_app(
             host=host,
@@ -93,6 +93,7 @@ async def serve_http(
             transport_security=security(where, also=resource, authenticated=True),
             resource_url=resource,
             stateless_http=stateless,
+            routes=routes,
         )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
@@ -114,20 +115,26 @@ async def serve_http(
 
 
 def _callback_routes(
-    runner: ToolRunner | None, where: Listening, *, authenticated: bool
+    runner: ToolRunner | None, where: Listening, protection: Protection | None
 ) -> list[Route]:
     """The route of the provider's callback, for a runner given ``user_auth`` (see
     :func:`serve_http`); none for others."""
     if runner is None or runner.user_auth is None:
         return []
-    problem = callback_refusal(runner) if authenticated else callback_problem(runner)
+    login_client = None if protection is None else protection.login_client
+    problem = callback_problem(runner)
+    if problem is None and protection is not None:
+        problem = callback_refusal(runner, login_client)
     if problem is not None:
         raise ValueError(problem)
+    redirect = runner.user_auth.redirect_uri
+    login = None
+    if protection is not None and login_client is not None:
+        resource = protection.resource_url or where.url
+        login = Login(protection.verifier, *login_client, resource=resource, redirect_uri=redirect)
     # (on every interface there is no check, and security() has said so already for /mcp)
-    checked = (
-        None if where.reach == "every" else security(where, also=runner.user_auth.redirect_uri)
-    )
-    return [callback_route(runner, checked)]
+    checked = None if where.reach == "every" else security(where, also=redirect)
+    return [callback_route(runner, checked, login)]
 
 
 def security(

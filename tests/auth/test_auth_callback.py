@@ -27,6 +27,7 @@ import httpx
 import httpx2
 import mcp
 import pytest
+from _login_issuer import LOGIN_CLIENT, RESOURCE_CLIENT, LoginIssuer
 from _mcp_support import SCENARIO_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, accepts, free_port, run
 from _oauth_provider_server import (
     OAuthProviderServer,
@@ -130,7 +131,11 @@ def environment(
 
 @contextlib.contextmanager
 def serving(
-    tools_file: Path, provider: OAuthProviderServer, *options: str, redirect_port: int = 0
+    tools_file: Path,
+    provider: OAuthProviderServer,
+    *options: str,
+    redirect_port: int = 0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Served]:
     """``tdk serve tools_file --http --port P OPTIONS``, once it accepts on 127.0.0.1 (the
     redirect URI names ``redirect_port``, by default P)."""
@@ -144,7 +149,7 @@ def serving(
             stdout=subprocess.DEVNULL,
             stderr=err,
             cwd=tools_file.parent,
-            env=environment(provider, redirect_port or port),
+            env=environment(provider, redirect_port or port) | (env or {}),
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -199,8 +204,10 @@ def callback_url(served: Served, url: str, user: str = LOGIN) -> str:
     return location
 
 
-async def call_whoami(url: str, mode: str, **options: Any) -> types.CallToolResult:
-    async with httpx2.AsyncClient(timeout=SCENARIO_TIMEOUT) as http:
+async def call_whoami(
+    url: str, mode: str, *, headers: dict[str, str] | None = None, **options: Any
+) -> types.CallToolResult:
+    async with httpx2.AsyncClient(headers=headers, timeout=SCENARIO_TIMEOUT) as http:
         transport = streamable_http_client(url, http_client=http)
         async with mcp.Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
             return await client.call_tool("whoami", {})
@@ -375,24 +382,44 @@ def test_the_callback_checks_the_host(tools_file: Path, provider: OAuthProviderS
     assert first.status_code == 200
 
 
+JWT = ["--auth", "jwt", "--issuer", "http://127.0.0.1:9", "--audience", "tdk"]
+LOGIN = {"TDK_LOGIN_CLIENT_ID": "tdk-login"}
 REFUSALS = [
+    pytest.param(JWT, {}, "/oauth/callback", "cannot know who opens it", id="auth-no-login"),
     pytest.param(
-        ["--auth", "jwt", "--issuer", "http://127.0.0.1:9", "--audience", "tdk"],
+        JWT,
+        {**LOGIN, "TDK_LOGIN_CLIENT_SECRET": "short"},
         "/oauth/callback",
-        "cannot know who opens it",
-        id="with-auth",
+        "TDK_LOGIN_CLIENT_SECRET is shorter than 16 bytes",
+        id="auth-login-secret-short",
     ),
-    pytest.param([], "/mcp", "which the MCP server answers", id="callback-at-mcp"),
+    pytest.param(
+        JWT, LOGIN, "/oauth/callback", "cannot know who opens it", id="auth-login-no-secret"
+    ),
+    pytest.param([], {}, "/mcp", "which the MCP server answers", id="callback-at-mcp"),
+    pytest.param(
+        JWT,
+        {**LOGIN, "TDK_LOGIN_CLIENT_SECRET": "a secret long enough"},
+        "/.well-known/oauth-protected-resource/mcp",
+        "which the MCP server answers",
+        id="auth-callback-at-metadata",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("options", "path", "said"), REFUSALS)
+@pytest.mark.parametrize(("options", "env", "path", "said"), REFUSALS)
 def test_tdk_serve_refuses_a_callback_it_cannot_serve(
-    options: list[str], path: str, said: str, tools_file: Path, provider: OAuthProviderServer
+    options: list[str],
+    env: dict[str, str],
+    path: str,
+    said: str,
+    tools_file: Path,
+    provider: OAuthProviderServer,
 ) -> None:
-    """With ``--auth`` the callback could not know who opens it (a browser holds no bearer
-    token): tdk serve does not start (status 2) and says what to do instead; nor with a
-    callback at a path of the MCP server."""
+    """With ``--auth`` and no login client the callback could not know who opens it (a
+    browser holds no bearer token): tdk serve does not start (status 2) and says what to do
+    instead; nor with a login secret too short to seal with, or a callback at a path of the
+    MCP server."""
     port = free_port()
     argv = [sys.executable, "-m", "tdk", "serve", str(tools_file), "--http", "--port", str(port)]
     ended = subprocess.run(
@@ -400,7 +427,7 @@ def test_tdk_serve_refuses_a_callback_it_cannot_serve(
         capture_output=True,
         text=True,
         cwd=tools_file.parent,
-        env=environment(provider, port, path),
+        env=environment(provider, port, path) | env,
         timeout=SCENARIO_TIMEOUT,
         check=False,
     )
@@ -513,3 +540,180 @@ def test_tdk_serve_over_stdio_says_nothing_answers_the_callback(
     )
     assert ended.returncode == 0, ended.stderr
     assert "over stdio nothing answers the providers' callback" in ended.stderr
+
+
+@pytest.fixture
+def issuer() -> Iterator[LoginIssuer]:
+    with LoginIssuer() as running:
+        yield running
+
+
+def authenticated(issuer: LoginIssuer) -> tuple[list[str], dict[str, str]]:
+    """The options and environment of ``tdk serve --auth introspection`` at ``issuer``, with
+    the login client of the callback's sign-in."""
+    options = ["--auth", "introspection", "--introspection-url", issuer.introspection_url]
+    environ = {
+        "TDK_INTROSPECTION_CLIENT_ID": RESOURCE_CLIENT[0],
+        "TDK_INTROSPECTION_CLIENT_SECRET": RESOURCE_CLIENT[1],
+        "TDK_LOGIN_CLIENT_ID": LOGIN_CLIENT[0],
+        "TDK_LOGIN_CLIENT_SECRET": LOGIN_CLIENT[1],
+    }
+    return [*options, "--issuer", issuer.url], environ
+
+
+def browsed(url: str, user: str) -> list[httpx.Response]:
+    """``url`` opened in the browser of ``user`` (signed in at the provider and at the
+    issuer: their ``login`` cookie), every redirect followed: each answer, the last last."""
+    answers: list[httpx.Response] = []
+    with httpx.Client(headers={"Cookie": f"login={user}"}, timeout=SCENARIO_TIMEOUT) as browser:
+        while len(answers) < 10 and (not answers or answers[-1].is_redirect):
+            # (followed here: httpx drops a Cookie header of its own on a redirect)
+            answers.append(browser.get(answers[-1].headers["location"] if answers else url))
+    return answers
+
+
+class SignedInBrowser:
+    """The user as an elicitation callback, on a server that authenticates: the link opened
+    in their browser (see :func:`browsed`)."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+        self.answers: list[httpx.Response] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams)
+        self.answers = await asyncio.to_thread(browsed, params.url, self.user)
+        return types.ElicitResult(action="accept")
+
+
+@pytest.mark.parametrize("mode", ERAS)
+def test_with_auth_the_browser_signs_in_at_the_issuer_before_the_callback_attaches(
+    mode: str, tools_file: Path, provider: OAuthProviderServer, issuer: LoginIssuer
+) -> None:
+    """``--auth``: the callback sends the browser to the issuer (the login client, PKCE,
+    the resource), learns who it is from the token it gets, and attaches the provider's
+    tokens to that user, the caller: the call then runs as them."""
+    options, environ = authenticated(issuer)
+    bearer = {"Authorization": f"Bearer {issuer.access_token('alice')}"}
+    alice = SignedInBrowser("alice")
+    with serving(tools_file, provider, *options, env=environ) as served:
+        answered = run(call_whoami(served.url, mode, headers=bearer, elicitation_callback=alice))
+        stderr = served.stderr()
+    assert answered.is_error is False
+    assert text_of(answered) == "alice"
+    steps = [(urlsplit(str(each.url)).port, each.status_code) for each in alice.answers]
+    served_port = urlsplit(served.url).port
+    assert steps == [
+        (urlsplit(provider.url).port, 302),  # the provider: signed in, back to the callback
+        (served_port, 302),  # the callback: to the issuer's sign-in first
+        (urlsplit(issuer.provider.url).port, 302),  # the issuer: signed in, back again
+        (served_port, 200),  # the callback: attached
+    ]
+    to_issuer = alice.answers[1]
+    assert to_issuer.headers["referrer-policy"] == "no-referrer"
+    assert to_issuer.headers["cache-control"] == "no-store"
+    sign_in = parse_qs(urlsplit(to_issuer.headers["location"]).query)
+    assert sign_in["client_id"] == [LOGIN_CLIENT[0]]
+    assert sign_in["resource"] == [served.url]
+    assert sign_in["code_challenge_method"] == ["S256"]
+    assert "signed in" in alice.answers[-1].text
+    assert issuer.provider.grants["authorization_code"] == 2  # alice's bearer, her sign-in
+    assert_nothing_secret(stderr, provider, *(str(each.url) for each in alice.answers))
+
+
+def test_with_auth_a_link_opened_by_another_user_attaches_nothing(
+    tools_file: Path, provider: OAuthProviderServer, issuer: LoginIssuer
+) -> None:
+    """Alice's sign-in link, forwarded to Mallory: Mallory signs in at the provider and at
+    the issuer, and the callback attaches nothing (a 400 page); Alice's call still asks."""
+    options, environ = authenticated(issuer)
+    bearer = {"Authorization": f"Bearer {issuer.access_token('alice')}"}
+    with serving(tools_file, provider, *options, env=environ) as served:
+        first = run(call_whoami(served.url, "legacy", headers=bearer))
+        assert first.meta is not None
+        link = first.meta["tdk/pending"]["requests"]["auth.github"]["url"]
+        answers = browsed(link, "mallory")
+        again = run(call_whoami(served.url, "legacy", headers=bearer))
+        stderr = served.stderr()
+    assert answers[-1].status_code == 400
+    assert "made for another user" in answers[-1].text
+    assert provider.grants["authorization_code"] == 0  # Mallory's GitHub code never traded
+    assert again.is_error is True
+    assert again.meta is not None
+    assert "tdk/pending" in again.meta
+    assert_nothing_secret(stderr, provider, link, *(str(each.url) for each in answers))
+
+
+def _declined(issuer: LoginIssuer, served: Served, link: str) -> list[httpx.Response]:
+    issuer.provider.deny.add("alice")  # alice says no at the issuer's sign-in
+    return browsed(link, "alice")
+
+
+def _replayed(issuer: LoginIssuer, served: Served, link: str) -> list[httpx.Response]:
+    answers = browsed(link, "alice")
+    assert answers[-1].status_code == 200
+    return browsed(str(answers[-1].url), "alice")  # the issuer's answer, sent again
+
+
+def _tampered(issuer: LoginIssuer, served: Served, link: str) -> list[httpx.Response]:
+    answers = browsed(link, "alice")
+    back = urlsplit(str(answers[-1].url))
+    query = {name: values[0] for name, values in parse_qs(back.query).items()}
+    query["state"] = query["state"][:-8] + "AAAAAAAA"
+    return browsed(f"{served.callback}?{urlencode(query)}", "alice")
+
+
+def _without_state(issuer: LoginIssuer, served: Served, link: str) -> list[httpx.Response]:
+    return browsed(f"{served.callback}?code=abc", "alice")
+
+
+NOT_COMPLETED = [
+    pytest.param(_declined, "did not complete", 0, id="declined-at-the-issuer"),
+    pytest.param(_replayed, "did not complete", 1, id="issuer-answer-replayed"),
+    pytest.param(_tampered, "not one this server made", 1, id="login-state-tampered"),
+    pytest.param(_without_state, "not one this server made", 0, id="no-state"),
+]
+
+
+@pytest.mark.parametrize(("make", "said", "attached"), NOT_COMPLETED)
+def test_with_auth_a_sign_in_that_does_not_complete_attaches_nothing_more(
+    make: Any,
+    said: str,
+    attached: int,
+    tools_file: Path,
+    provider: OAuthProviderServer,
+    issuer: LoginIssuer,
+) -> None:
+    """The sign-in at the issuer declined, its answer replayed or tampered with, a callback
+    without a state: a 400 page in tdk's words, and no more GitHub codes traded than the
+    one sign-in that completed."""
+    options, environ = authenticated(issuer)
+    bearer = {"Authorization": f"Bearer {issuer.access_token('alice')}"}
+    with serving(tools_file, provider, *options, env=environ) as served:
+        first = run(call_whoami(served.url, "legacy", headers=bearer))
+        assert first.meta is not None
+        link = first.meta["tdk/pending"]["requests"]["auth.github"]["url"]
+        answers = make(issuer, served, link)
+        stderr = served.stderr()
+    assert answers[-1].status_code == 400
+    assert said in answers[-1].text
+    assert_secure_page(answers[-1])
+    assert provider.grants["authorization_code"] == attached
+    assert len(answers) < 10
+    assert_nothing_secret(stderr, provider, link, *(str(each.url) for each in answers))
+
+
+def test_with_auth_an_issuer_without_metadata_is_said_on_the_page(
+    tools_file: Path, provider: OAuthProviderServer, issuer: LoginIssuer
+) -> None:
+    """An issuer whose metadata cannot be read: the callback answers a 400 page saying the
+    sign-in cannot be reached, and the operator is told (without the provider's code)."""
+    options, environ = authenticated(issuer)
+    options[options.index("--issuer") + 1] = provider.url  # (no metadata there)
+    with serving(tools_file, provider, *options, env=environ) as served:
+        answers = browsed(f"{served.callback}?code=abc&state=def", "alice")
+        stderr = served.stderr(until="no usable metadata")
+    assert [each.status_code for each in answers] == [400]
+    assert "cannot be reached right now" in answers[-1].text
+    assert "no usable metadata of the issuer" in stderr
+    assert "abc" not in stderr
