@@ -383,23 +383,23 @@ def test_the_callback_checks_the_host(tools_file: Path, provider: OAuthProviderS
 
 
 JWT = ["--auth", "jwt", "--issuer", "http://127.0.0.1:9", "--audience", "tdk"]
-LOGIN = {"TDK_LOGIN_CLIENT_ID": "tdk-login"}
+LOGIN_ID = {"TDK_LOGIN_CLIENT_ID": "tdk-login"}
 REFUSALS = [
     pytest.param(JWT, {}, "/oauth/callback", "cannot know who opens it", id="auth-no-login"),
     pytest.param(
         JWT,
-        {**LOGIN, "TDK_LOGIN_CLIENT_SECRET": "short"},
+        {**LOGIN_ID, "TDK_LOGIN_CLIENT_SECRET": "short"},
         "/oauth/callback",
         "TDK_LOGIN_CLIENT_SECRET is shorter than 16 bytes",
         id="auth-login-secret-short",
     ),
     pytest.param(
-        JWT, LOGIN, "/oauth/callback", "cannot know who opens it", id="auth-login-no-secret"
+        JWT, LOGIN_ID, "/oauth/callback", "cannot know who opens it", id="auth-login-no-secret"
     ),
     pytest.param([], {}, "/mcp", "which the MCP server answers", id="callback-at-mcp"),
     pytest.param(
         JWT,
-        {**LOGIN, "TDK_LOGIN_CLIENT_SECRET": "a secret long enough"},
+        {**LOGIN_ID, "TDK_LOGIN_CLIENT_SECRET": "a secret long enough"},
         "/.well-known/oauth-protected-resource/mcp",
         "which the MCP server answers",
         id="auth-callback-at-metadata",
