@@ -209,7 +209,7 @@ async def call_whoami(
 ) -> types.CallToolResult:
     async with httpx2.AsyncClient(headers=headers, timeout=SCENARIO_TIMEOUT) as http:
         transport = streamable_http_client(url, http_client=http)
-        async with mcp.Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
+        async with mcp.Client(transport, mode=mode, **options) as client:
             return await client.call_tool("whoami", {})
 
 
