@@ -25,6 +25,7 @@ Nothing read from the issuer is shown: failures are tdk's words, logged by type.
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import secrets
 import time
@@ -34,11 +35,9 @@ from typing import Final
 from urllib.parse import quote_plus, urlencode
 
 import httpx
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from tdk.auth._caller import Verifier
 from tdk.auth._fetch import FETCH_TIMEOUT, FetchError, fetch_json
-from tdk.auth._keys import metadata_urls
 from tdk.auth._urls import checked_url
 from tdk.runner._seal import Sealer, TokenUnreadableError
 
@@ -140,7 +139,7 @@ class Login:
             "client_id": self._client_id,
             "redirect_uri": self.redirect_uri,
             "state": state,
-            "code_challenge": create_s256_code_challenge(verifier),
+            "code_challenge": _s256(verifier),
             "code_challenge_method": "S256",
             "resource": self.resource,
         }
@@ -185,6 +184,9 @@ class Login:
         found); None, logged, when they cannot be."""
         if self._endpoints is not None:
             return self._endpoints
+        # (the auth extra, there since a verifier is: tdk.hosts.mcp must not need it)
+        from tdk.auth._keys import metadata_urls
+
         issuer = self.verifier.issuer
         for url in metadata_urls(issuer):
             try:
@@ -217,3 +219,9 @@ class Login:
                 limit=_MAX_ANSWER,
                 statuses=_ANSWERED if form is not None else (200,),
             )
+
+
+def _s256(verifier: str) -> str:
+    """The PKCE S256 challenge of ``verifier`` (RFC 7636 section 4.2)."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")

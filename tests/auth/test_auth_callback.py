@@ -717,3 +717,18 @@ def test_with_auth_an_issuer_without_metadata_is_said_on_the_page(
     assert "cannot be reached right now" in answers[-1].text
     assert "no usable metadata of the issuer" in stderr
     assert "abc" not in stderr
+
+
+@pytest.mark.parametrize("extra", ["jwt", "authlib"])
+def test_serving_with_a_callback_needs_no_auth_extra(extra: str) -> None:
+    """The callback and its sign-in are part of ``tdk.hosts.mcp``, which needs the mcp extra
+    alone: the auth extra (PyJWT, authlib) loads only with ``--auth``."""
+    blocked = f"import sys; sys.modules[{extra!r}] = None; import tdk.hosts.mcp"
+    ended = subprocess.run(
+        [sys.executable, "-c", blocked],
+        capture_output=True,
+        text=True,
+        timeout=SCENARIO_TIMEOUT,
+        check=False,
+    )
+    assert ended.returncode == 0, ended.stderr
