@@ -42,7 +42,9 @@ def add_auth_options(serve: argparse.ArgumentParser) -> None:
     group = serve.add_argument_group(
         "authentication (with --http; docs/auth.md)",
         "Every request then needs a bearer token of the issuer: a call's user_id is the "
-        "token's sub, its scopes and claims are on the ToolContext.",
+        "token's sub, its scopes and claims are on the ToolContext. A runner with user_auth "
+        "needs a login client at the issuer too (TDK_LOGIN_CLIENT_ID, "
+        "TDK_LOGIN_CLIENT_SECRET): the provider's callback signs the browser in there.",
     )
     group.add_argument(
         "--auth",
