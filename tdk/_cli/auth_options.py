@@ -8,6 +8,10 @@ tokens, asked about at the issuer's introspection endpoint with this server's cl
 credentials, read from the environment (``TDK_INTROSPECTION_CLIENT_ID``,
 ``TDK_INTROSPECTION_CLIENT_SECRET``). ``--resource-url URL``: the URL clients reach the
 server at (behind a proxy), which its protected-resource metadata names.
+
+A served runner with ``user_auth`` also needs the login client its provider's callback signs
+the browser in with at the issuer (``TDK_LOGIN_CLIENT_ID``, ``TDK_LOGIN_CLIENT_SECRET``: see
+``tdk.hosts._mcp_login``).
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ if TYPE_CHECKING:
     from tdk.auth import Verifier
     from tdk.hosts._mcp_auth import Protection
 
-__all__ = ["add_auth_options", "auth_refusal", "protection_of"]
+__all__ = ["add_auth_options", "auth_refusal", "login_client", "protection_of"]
 
 #: The environment variables of ``--auth introspection`` (as ``tdk.auth`` names them: this
 #: module must not import it before the target is loaded).
 _CLIENT_VARIABLES: Final = ("TDK_INTROSPECTION_CLIENT_ID", "TDK_INTROSPECTION_CLIENT_SECRET")
+#: The environment variables of the login client of the provider's callback (as
+#: ``tdk.hosts._mcp_login`` names them).
+_LOGIN_VARIABLES: Final = ("TDK_LOGIN_CLIENT_ID", "TDK_LOGIN_CLIENT_SECRET")
 
 
 def add_auth_options(serve: argparse.ArgumentParser) -> None:
@@ -35,7 +42,9 @@ def add_auth_options(serve: argparse.ArgumentParser) -> None:
     group = serve.add_argument_group(
         "authentication (with --http; docs/auth.md)",
         "Every request then needs a bearer token of the issuer: a call's user_id is the "
-        "token's sub, its scopes and claims are on the ToolContext.",
+        "token's sub, its scopes and claims are on the ToolContext. A runner with user_auth "
+        "needs a login client at the issuer too (TDK_LOGIN_CLIENT_ID, "
+        "TDK_LOGIN_CLIENT_SECRET): the provider's callback signs the browser in there.",
     )
     group.add_argument(
         "--auth",
@@ -107,7 +116,15 @@ def protection_of(
     if verifier is None:
         return None
     needs = scopes_needed(item.definition for item in toolkit)
-    return Protection(verifier, options.resource_url, needs)
+    return Protection(verifier, options.resource_url, needs, login_client(environ))
+
+
+def login_client(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The login client of the provider's callback (its id and secret, from
+    ``TDK_LOGIN_CLIENT_ID`` and ``TDK_LOGIN_CLIENT_SECRET``: see ``tdk.hosts._mcp_login``),
+    or None when either is not set."""
+    client_id, secret = (environ.get(name) for name in _LOGIN_VARIABLES)
+    return (client_id, secret) if client_id and secret else None
 
 
 def _verifier_of(options: argparse.Namespace, environ: Mapping[str, str]) -> Verifier | None:

@@ -30,9 +30,10 @@ import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
 from tdk._cli.addresses import reach_of, unbracketed
-from tdk._cli.auth_options import protection_of
+from tdk._cli.auth_options import login_client, protection_of
 from tdk._cli.process import THREADS_GRACE, threads_held
 from tdk._cli.served_streams import ServedStreams, served_streams
 from tdk._cli.streams import flush_stdout
@@ -169,8 +170,14 @@ def _serve_runner(
     toolkit = runner.toolkit
     context = mcp.context_from_environment(toolkit)
     seat: Seat | None = options.worker
+    refused = _callback_refused(options, runner)
+    if refused is not None:
+        if seat is None or seat.index == 0:  # (said by one worker)
+            streams.say(f"tdk serve: {refused}")
+        return 2
     if seat is None or seat.index == 0:  # (said by one worker)
         _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
+        _say_where_sign_ins_go(options, runner, streams, workers=seat is not None)
     if seat is not None and seat.index == 0 and runner.stats().store == "local":
         streams.say(
             "tdk serve: WARNING: the workers share no state: each keeps its own rate limits, "
@@ -183,7 +190,7 @@ def _serve_runner(
         # The default context: the secrets of the environment; each call's user_id, scopes
         # and claims are its verified token's (tdk.hosts.mcp completes it per call).
         server = mcp.server(toolkit, runner=runner, context=context)
-        serving, lifeline = _http_serving(options, server, toolkit, streams, seat)
+        serving, lifeline = _http_serving(options, server, runner, streams, seat)
     else:
         serving = mcp.serve(toolkit, "stdio", runner=runner, context=context)
     try:
@@ -213,6 +220,53 @@ def _serve_runner(
     if seat is None:  # (a worker's supervisor says it for all)
         streams.say("tdk: interrupted")
     return 130
+
+
+def _callback_refused(options: argparse.Namespace, runner: ToolRunner) -> str | None:
+    """Why the provider's callback of a runner given ``user_auth`` cannot be served with
+    these options (see ``tdk.hosts._mcp_callback``), or None."""
+    if not options.http or runner.user_auth is None:
+        return None
+    from tdk.hosts._mcp_callback import callback_problem, callback_refusal
+
+    problem = callback_problem(runner)
+    if options.auth is not None and problem is None:
+        return callback_refusal(runner, login_client(os.environ))
+    return problem
+
+
+def _say_where_sign_ins_go(
+    options: argparse.Namespace, runner: ToolRunner, streams: ServedStreams, *, workers: bool
+) -> None:
+    """Tell the operator when the users' sign-ins at OAuth providers (a runner given
+    ``user_auth``) cannot come back: over stdio nothing answers the provider's callback, a
+    loopback ``redirect_uri`` names another port, workers keep the tokens each its own."""
+    user_auth = runner.user_auth
+    if user_auth is None:
+        return
+    redirect = user_auth.redirect_uri
+    if not options.http:
+        streams.say(
+            f"tdk serve: WARNING: over stdio nothing answers the providers' callback "
+            f"({redirect}): the tools acting as the user work only once your own web server "
+            "calls runner.complete_authorization() there (or serve with --http)"
+        )
+        return
+    parts = urlsplit(redirect)
+    if reach_of(parts.hostname or "") == "loopback" and parts.port != options.port:
+        streams.say(
+            f"tdk serve: WARNING: user_auth's redirect_uri ({redirect}) is not this server's "
+            f"port ({options.port}): the providers will send the users' browsers elsewhere"
+        )
+    # (the auth extra: loaded already, since the runner has a UserAuth)
+    from tdk.auth._token_store import InMemoryTokenStore
+
+    if workers and isinstance(user_auth.store, InMemoryTokenStore):
+        streams.say(
+            "tdk serve: WARNING: each worker keeps its own users' tokens (user_auth's "
+            "InMemoryTokenStore): a user signed in through one worker is asked again by the "
+            "others (give UserAuth a RedisTokenStore, and the runner a state_key)"
+        )
 
 
 def _say_what_is_missing(
@@ -246,18 +300,19 @@ async def _closing(serving: Coroutine[Any, Any, None], verifier: Verifier) -> No
 def _http_serving(
     options: argparse.Namespace,
     server: Server[Any],
-    toolkit: Toolkit,
+    runner: ToolRunner,
     streams: ServedStreams,
     seat: Seat | None,
 ) -> tuple[Coroutine[Any, Any, None], socket.socket | None]:
     """Serving ``server`` over streamable HTTP (behind the bearer-token check of ``--auth``,
-    when given), and, for a worker of ``tdk serve --workers`` (its ``seat``), its control
-    socket: the listening socket is its supervisor's, and the URL is said by the supervisor
-    once this worker says it serves."""
+    when given; with the provider's callback of a ``runner`` given ``user_auth``), and, for
+    a worker of ``tdk serve --workers`` (its ``seat``), its control socket: the listening
+    socket is its supervisor's, and the URL is said by the supervisor once this worker says
+    it serves."""
     from tdk.hosts._mcp_http import serve_http
 
     host = unbracketed(options.host)
-    protection = protection_of(options, toolkit, os.environ)
+    protection = protection_of(options, runner.toolkit, os.environ)
     if seat is None:
         if options.auth is None and options.allow_unauthenticated and reach_of(host) != "loopback":
             streams.say(
@@ -276,6 +331,7 @@ def _http_serving(
         on_listening=on_listening,
         protection=protection,
         listener=listener,
+        runner=runner,
     )
     if protection is not None:
         serving = _closing(serving, protection.verifier)

@@ -29,6 +29,7 @@ from mcp.server.transport_security import (
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tdk._define.definition import ToolDefinition
@@ -47,11 +48,15 @@ ScopesNeeded = Callable[[str], tuple[str, tuple[str, ...]] | None]
 @dataclass(frozen=True, slots=True)
 class Protection:
     """How a server over HTTP authenticates: the verifier of its tokens, the URL of the
-    protected resource it is (None: the URL it serves), and the scopes its tools need."""
+    protected resource it is (None: the URL it serves), the scopes its tools need, and the
+    login client of the provider's callback."""
 
     verifier: Verifier
     resource_url: str | None
     scopes_needed: ScopesNeeded | None
+    login_client: tuple[str, str] | None = None
+    """The id and secret of the client a browser signs in with at the issuer, for the
+    provider's callback of tools acting as the user (:mod:`tdk.hosts._mcp_login`)."""
 
 
 def protected_app(
@@ -62,10 +67,12 @@ def protected_app(
     transport_security: TransportSecuritySettings | None,
     resource_url: str,
     stateless_http: bool = False,
+    routes: list[Route] | None = None,
 ) -> Starlette:
     """The streamable HTTP app of ``mcp_server``, served as the protected resource
     ``resource_url`` whose tokens ``protection`` verifies; with :class:`ScopeStepUp` when
-    some tool needs scopes. ``stateless_http``: no session kept (``tdk serve --workers``)."""
+    some tool needs scopes. ``stateless_http``: no session kept (``tdk serve --workers``).
+    ``routes``: more routes, served without a token (the provider's callback)."""
     verifier = protection.verifier
     settings = AuthSettings.model_validate(
         {
@@ -84,6 +91,7 @@ def protected_app(
         stateless_http=stateless_http,
         auth=settings,
         token_verifier=verifier,
+        custom_starlette_routes=routes,
     )
     if protection.scopes_needed is not None:
         # Innermost of the app's middleware: after the SDK's authentication has put the

@@ -13,6 +13,11 @@ address served, as given and as bound, and on a loopback address the loopback na
 each with any port or none (a standard client leaves out the default port: ``Host:
 127.0.0.1`` for a server on port 80, or behind a proxy on 443). A server on every interface
 cannot know the names it will be reached by: it runs without the check, and says so.
+
+A runner given ``user_auth`` (its tools act as the user at OAuth providers) has the
+provider's callback served next to ``/mcp``, at the path of its ``redirect_uri``
+(:mod:`tdk.hosts._mcp_callback`); its Host is checked likewise, the redirect URI's name
+allowed too (behind a proxy).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from mcp.server.lowlevel import Server
@@ -31,6 +36,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 from tdk._cli.addresses import Listening, bound, listening_address
 from tdk._compat.sse_shutdown import shutdown_flag_restored
 from tdk.hosts._mcp_auth import Protection, protected_app
+from tdk.hosts._mcp_callback import callback_problem, callback_refusal, callback_route
+from tdk.hosts._mcp_login import Login
+
+if TYPE_CHECKING:
+    from starlette.routing import Route
+
+    from tdk.runner import ToolRunner
 
 __all__ = ["security", "serve_http"]
 
@@ -48,6 +60,7 @@ async def serve_http(
     on_listening: Callable[[str], None] | None = None,
     protection: Protection | None = None,
     listener: socket.socket | None = None,
+    runner: ToolRunner | None = None,
 ) -> None:
     """Serve ``mcp_server`` over streamable HTTP at ``http://host:port/mcp`` until cancelled
     (then as on Ctrl-C: the socket closes, the sessions end). ``OSError`` when the address
@@ -56,14 +69,20 @@ async def serve_http(
 
     ``listener``: a listening socket for ``host:port`` bound by another process and shared
     with it (``tdk serve --workers``): served as it is, statelessly (no session lives in one
-    process: any request may reach another), and closed here on the way out."""
+    process: any request may reach another), and closed here on the way out.
+
+    ``runner``: that of ``mcp_server``; the provider's callback of one given ``user_auth``
+    is served too (``ValueError``: see :func:`~tdk.hosts._mcp_callback.callback_refusal`)."""
     import uvicorn
 
     where = listening_address(host, port)
-    stateless = listener is not None
+    stateless, routes = listener is not None, _callback_routes(runner, where, protection)
     if protection is None:
         app = mcp_server.streamable_http_app(
-            host=host, transport_security=security(where), stateless_http=stateless
+            host=host,
+            transport_security=security(where),
+            stateless_http=stateless,
+            custom_starlette_routes=routes,
         )
     else:
         resource = protection.resource_url or where.url
@@ -74,6 +93,7 @@ async def serve_http(
             transport_security=security(where, also=resource, authenticated=True),
             resource_url=resource,
             stateless_http=stateless,
+            routes=routes,
         )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
@@ -92,6 +112,29 @@ async def serve_http(
             http.should_exit = True
             await serving
             raise
+
+
+def _callback_routes(
+    runner: ToolRunner | None, where: Listening, protection: Protection | None
+) -> list[Route]:
+    """The route of the provider's callback, for a runner given ``user_auth`` (see
+    :func:`serve_http`); none for others."""
+    if runner is None or runner.user_auth is None:
+        return []
+    login_client = None if protection is None else protection.login_client
+    problem = callback_problem(runner)
+    if problem is None and protection is not None:
+        problem = callback_refusal(runner, login_client)
+    if problem is not None:
+        raise ValueError(problem)
+    redirect = runner.user_auth.redirect_uri
+    login = None
+    if protection is not None and login_client is not None:
+        resource = protection.resource_url or where.url
+        login = Login(protection.verifier, *login_client, resource=resource, redirect_uri=redirect)
+    # (on every interface there is no check, and security() has said so already for /mcp)
+    checked = None if where.reach == "every" else security(where, also=redirect)
+    return [callback_route(runner, checked, login)]
 
 
 def security(

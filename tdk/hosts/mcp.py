@@ -355,6 +355,11 @@ async def serve(
     yours); the token's ``sub``, scopes and claims complete each call's context. The server
     is the protected resource ``resource_url`` (default: the URL it serves), whose metadata
     it publishes at ``/.well-known/oauth-protected-resource/mcp``. See ``docs/auth.md``.
+
+    Over HTTP, a ``runner`` given ``user_auth`` has the provider's callback served at the
+    path of its ``redirect_uri``, for the one anonymous user of a server without ``auth``
+    (with ``auth``, ``ValueError``: the callback could not know who opens it; your own web
+    server calls ``runner.complete_authorization()`` with its session's user instead).
     """
     mcp_server = cast(
         _Served,
@@ -384,7 +389,7 @@ async def serve(
     if auth is not None:
         needs = scopes_needed(item.definition for item in _toolkit_of(source, runner, name))
         protection = Protection(auth, resource_url, needs)
-    await serve_http(mcp_server, host, port, protection=protection)
+    await serve_http(mcp_server, host, port, protection=protection, runner=runner)
 
 
 def context_from_environment(

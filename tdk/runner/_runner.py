@@ -149,6 +149,8 @@ class ToolRunner:
         """Calls running at once across all tools, or None."""
         self.confirm_destructive: Final = confirm_destructive
         """Whether calls of tools declared destructive need approval (None: when served)."""
+        self.user_auth: Final = user_auth
+        """The users' tokens at the OAuth providers the tools act on (``user_auth=``), or None."""
         self._asks = Asks(toolkit, store, state_key, ask_expiry)
         self._acting = _acting(user_auth, toolkit, state_key, store, ask_expiry)
         self._store = store
