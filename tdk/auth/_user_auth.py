@@ -248,8 +248,9 @@ class UserAuth:
         answer = await self._post(provider, url, form)
         error = answer.get("error")
         if error is not None:
+            gone = isinstance(error, str) and error in _GONE  # (an object is no code at all)
             raise ProviderError(
-                "refused" if error in _GONE else "unavailable",
+                "refused" if gone else "unavailable",
                 f"the token endpoint of '{provider.name}' refused the request "
                 f"({_error_code(error)})",
             )
@@ -301,5 +302,7 @@ def _token_set(answer: Mapping[str, Any], *, previous: TokenSet | None) -> Token
 
 def _error_code(code: object) -> str:
     """An OAuth error code as a message may show it (RFC 6749: printable ASCII, short)."""
-    text = str(code)[:64]
+    if not isinstance(code, str):  # (an object's text is the provider's, not a code)
+        return "an error code"
+    text = code[:64]
     return text if text.isascii() and text.isprintable() else "an error code"

@@ -4,14 +4,28 @@ provider should, and a refresh slower than the store's lock is held."""
 
 from __future__ import annotations
 
+import gzip
+import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _oauth_provider_server import OAuthProviderServer, provider_for
+from _acting_support import STATE_KEY, run
+from _canned_endpoint import CannedEndpoint
+from _oauth_provider_server import (
+    CALLBACK,
+    CLIENT,
+    CLIENT_ID_SECRET,
+    CLIENT_SECRET_SECRET,
+    OAuthProviderServer,
+    client_secrets,
+    provider_for,
+)
 
-from tdk import ToolContext, ToolDefinitionError, tool
-from tdk.auth import AuthRequirement, OAuthProvider
+from tdk import ToolContext, ToolDefinitionError, Toolkit, ToolResult, tool
+from tdk.auth import AuthRequirement, InMemoryTokenStore, OAuthProvider, TokenSet, UserAuth
+from tdk.runner import ToolRunner
 
 
 @pytest.fixture
@@ -80,3 +94,85 @@ def test_a_provider_subclass_is_a_definition_error(server: OAuthProviderServer) 
         def my_repos(context: ToolContext) -> int:
             """The user's repositories."""
             return 0
+
+
+# -- a hostile token endpoint ------------------------------------------------------------------
+
+#: The access and refresh tokens the user's store holds before the refresh.
+OLD_ACCESS = "old-access-token-1f2e3d4c"
+OLD_REFRESH = "old-refresh-token-9a8b7c6d"
+JSON = "application/json"
+
+
+def _gzip_bomb() -> bytes:
+    return gzip.compress(b'{"access_token": "' + b"a" * 10_000_000 + b'"}')
+
+
+ANSWERS = [
+    pytest.param(400, JSON, b'{"error": {"code": "invalid_grant"}}', (), id="error-an-object"),
+    pytest.param(400, JSON, b'{"error": ["invalid_grant"]}', (), id="error-a-list"),
+    pytest.param(400, JSON, b'{"error": 5}', (), id="error-a-number"),
+    pytest.param(
+        400,
+        JSON,
+        json.dumps({"error": "x\r\n\x1b[31m" + "y" * 65_000}).encode(),
+        (),
+        id="error-64k",
+    ),
+    pytest.param(200, "text/html", b"<html>sign in</html>", (), id="html"),
+    pytest.param(500, JSON, b'{"error": "server_error"}', (), id="500"),
+    pytest.param(
+        200, JSON, b'{"access_token": "a", "expires_in": ' + b"9" * 5000 + b"}", (), id="huge-int"
+    ),
+    pytest.param(200, JSON, b"[" * 30_000 + b"]" * 30_000, (), id="deep-nesting"),
+    pytest.param(200, JSON, _gzip_bomb(), (("Content-Encoding", "gzip"),), id="gzip-bomb"),
+    pytest.param(302, JSON, b"{}", (("Location", "http://evil.example/token"),), id="redirect"),
+    pytest.param(200, JSON, b'{"token_type": "Bearer"}', (), id="no-access-token"),
+    pytest.param(200, JSON, b'{"access_token": 5}', (), id="access-token-a-number"),
+]
+
+
+@pytest.mark.parametrize(("status", "media", "body", "headers"), ANSWERS)
+def test_a_hostile_refresh_answer_is_a_provider_error_and_keeps_the_tokens(
+    status: int, media: str, body: bytes, headers: tuple[tuple[str, str], ...]
+) -> None:
+    """A refresh answered with what no provider should say: the call fails retryable in
+    tdk's words (a ProviderError, never another exception, never the provider's text), the
+    tool does not run, and the user's tokens are kept (not a refusal of the grant)."""
+    runs: list[str] = []
+    with CannedEndpoint() as endpoint:
+        endpoint.answer = (status, media, body, headers)
+        provider = OAuthProvider(
+            name="github",
+            authorize_url=f"{endpoint.url}/authorize",
+            token_url=endpoint.token_url,
+            client_id_from=CLIENT_ID_SECRET,
+            client_secret_from=CLIENT_SECRET_SECRET,
+        )
+
+        @tool(requires_auth=provider, read_only=True)
+        def whoami(context: ToolContext) -> str:
+            """Who the user is."""
+            runs.append("ran")
+            return "octocat"
+
+        store = InMemoryTokenStore()
+        user_auth = UserAuth(store, redirect_uri=CALLBACK, secrets=client_secrets())
+        runner = ToolRunner(Toolkit("github", [whoami]), user_auth=user_auth, state_key=STATE_KEY)
+        stale = TokenSet(OLD_ACCESS, OLD_REFRESH, time.time() - 1)
+
+        async def scenario() -> tuple[ToolResult, TokenSet | None]:
+            await store.put("alice", "github", stale)
+            result = await runner.run("whoami", {}, context=ToolContext(user_id="alice"))
+            return result, await store.get("alice", "github")
+
+        result, kept = run(scenario())
+    assert endpoint.posts == 1
+    assert runs == []
+    assert result.error is not None
+    assert result.error.retryable is True
+    assert "ProviderError" in (result.error.developer_message or "")
+    assert kept == stale
+    shown = json.dumps(result.to_dict()) + result.for_model()
+    for secret in (OLD_ACCESS, OLD_REFRESH, "yyyyyyyy", "\x1b", CLIENT[1]):
+        assert secret not in shown
