@@ -35,7 +35,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from tdk.auth._authorization import ProviderError
 from tdk.auth._fetch import FetchError, fetch_json
 from tdk.auth._provider import OAuthProvider
-from tdk.auth._token_store import InMemoryTokenStore, TokenStore
+from tdk.auth._token_store import LOCK_HOLD, InMemoryTokenStore, TokenStore
 from tdk.auth._tokens import TokenSet
 from tdk.auth._urls import checked_url, seconds_option
 
@@ -155,7 +155,10 @@ class UserAuth:
         self, user: str, provider: OAuthProvider, stale: TokenSet
     ) -> TokenSet | None:
         """``stale`` refreshed under the store's lock, once for every waiting call."""
-        async with self.store.lock(user, provider.name, wait=self._timeout * 3):
+        # (held longer than the exchange may take: expired meanwhile, another worker would
+        # refresh with the same refresh token, refused once rotated, and forget the tokens)
+        hold = max(LOCK_HOLD, self._timeout * 2)
+        async with self.store.lock(user, provider.name, hold=hold, wait=self._timeout * 3):
             tokens = await self.store.get(user, provider.name)
             if tokens is None:
                 return None  # forgotten meanwhile (refused, signed out)

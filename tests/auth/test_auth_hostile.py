@@ -8,10 +8,11 @@ import gzip
 import json
 import time
 from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
-from _acting_support import STATE_KEY, run
+from _acting_support import STATE_KEY, run, seed_tokens
 from _canned_endpoint import CannedEndpoint
 from _oauth_provider_server import (
     CALLBACK,
@@ -176,3 +177,52 @@ def test_a_hostile_refresh_answer_is_a_provider_error_and_keeps_the_tokens(
     shown = json.dumps(result.to_dict()) + result.for_model()
     for secret in (OLD_ACCESS, OLD_REFRESH, "yyyyyyyy", "\x1b", CLIENT[1]):
         assert secret not in shown
+
+
+# -- a refresh slower than the lock ------------------------------------------------------------
+
+
+class _HoldsNoted(InMemoryTokenStore):
+    """An in-memory store that notes for how long each refresh asks to hold its lock (as a
+    shared store would expire it: another worker may then refresh with the same grant)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holds: list[float | None] = []
+
+    def lock(self, user: str, provider: str, **options: float) -> AbstractAsyncContextManager[None]:
+        self.holds.append(options.get("hold"))  # (None: the store's default, 30 s)
+        return super().lock(user, provider, **options)
+
+
+@pytest.mark.parametrize("timeout", [5.0, 60.0, 300.0], ids=["short", "a-minute", "long"])
+def test_a_refresh_holds_its_lock_for_longer_than_it_may_take(
+    server: OAuthProviderServer, timeout: float
+) -> None:
+    """``UserAuth(timeout=...)`` bounds one exchange with the token endpoint: the lock of a
+    refresh is asked for longer than that, so that it cannot expire while the refresh is
+    still waiting on the provider (another worker would then refresh with the same refresh
+    token: refused once rotated, and the user's fresh tokens deleted)."""
+    store = _HoldsNoted()
+    github = provider_for(server)
+
+    @tool(requires_auth=github, read_only=True)
+    def whoami(context: ToolContext) -> str:
+        """Who the user is."""
+        return "octocat"
+
+    user_auth = UserAuth(
+        store, redirect_uri=server.callback, secrets=client_secrets(), timeout=timeout
+    )
+    runner = ToolRunner(Toolkit("github", [whoami]), user_auth=user_auth, state_key=STATE_KEY)
+
+    async def scenario() -> ToolResult:
+        await seed_tokens(server, store, "alice", expires_in=1)
+        return await runner.run("whoami", {}, context=ToolContext(user_id="alice"))
+
+    result = run(scenario())
+    assert result.value == "octocat"
+    assert server.grants["refresh_token"] == 1
+    [hold] = store.holds
+    assert hold is not None
+    assert hold > timeout
