@@ -162,8 +162,7 @@ def check_auth(problems: Problems, given: object) -> AuthRequirement | None:
         problems.add(
             ProblemKind.INVALID_AUTH,
             None,
-            f"requires_auth= lists its scopes as {quote(given.scopes)}, not as a tuple of "
-            "strings",
+            f"requires_auth= lists its scopes as {quote(given.scopes)}, not as a tuple of strings",
             "name the scopes with provider.with_scopes('repo', 'read:org')",
         )
         return None

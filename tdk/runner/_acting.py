@@ -254,7 +254,12 @@ def _token_refused(result: ToolResult, call: Call) -> bool:
         return False
     if error.status_code != _UNAUTHORIZED:
         return False
-    return call.plan.repeatable or (call.exchanges is not None and call.exchanges.reached == 0)
+    if call.plan.repeatable:
+        return True
+    # (a write: only a 401 tdk's hook saw, with nothing else of the attempt reaching an
+    # upstream; a 401 classified by hand may follow a write no hook noted)
+    exchanges = call.exchanges
+    return exchanges is not None and exchanges.reached == 0 and exchanges.unauthorized > 0
 
 
 def _unavailable(provider: OAuthProvider, failed: BaseException) -> ToolError:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import httpx
 import pytest
 from _acting_support import STATE_KEY, run, seed_tokens
 from _canned_endpoint import CannedEndpoint
@@ -24,7 +25,9 @@ from _oauth_provider_server import (
     provider_for,
 )
 
-from tdk import ToolContext, ToolDefinitionError, Toolkit, ToolResult, tool
+import tdk
+import tdk.http
+from tdk import ErrorKind, ToolContext, ToolDefinitionError, Toolkit, ToolResult, tool
 from tdk.auth import AuthRequirement, InMemoryTokenStore, OAuthProvider, TokenSet, UserAuth
 from tdk.runner import ToolRunner
 
@@ -226,3 +229,82 @@ def test_a_refresh_holds_its_lock_for_longer_than_it_may_take(
     [hold] = store.holds
     assert hold is not None
     assert hold > timeout
+
+
+# -- a 401 tdk's hook did not see --------------------------------------------------------------
+
+
+def _unseen_401_tools(server: OAuthProviderServer, runs: list[str]) -> Toolkit:
+    """Writes whose requests go through a client without tdk's hook (a provider's SDK, as
+    the body sees it): a repository created, then a read refused with a 401 (the provider
+    expired the token meanwhile), raised as tdk's error by ``tdk.http.classify``."""
+    github = provider_for(server)
+
+    async def create_then_read(name: str, context: ToolContext) -> None:
+        runs.append(name)
+        bearer = {"Authorization": f"Bearer {context.auth_token}"}
+        async with httpx.AsyncClient(trust_env=False) as plain:  # (no tdk.http.install)
+            created = await plain.post(
+                f"{server.url}/user/repos", json={"name": name}, headers=bearer
+            )
+            server.expire_user(created.json()["owner"]["login"])
+            answered = await plain.get(server.user_url, headers=bearer)
+        error = tdk.http.classify(answered)
+        if error is not None:
+            raise error
+
+    @tool(requires_auth=github.with_scopes("repo"))
+    async def sdk_write(name: str, context: ToolContext) -> str:
+        """Create a repository through the provider's SDK, then read the user.
+
+        Args:
+            name: The repository's name.
+        """
+        await create_then_read(name, context)
+        return name
+
+    @tool(requires_auth=github.with_scopes("repo"))
+    async def sdk_write_raised_by_hand(name: str, context: ToolContext) -> str:
+        """Create a repository through the provider's SDK; its 401 raised by hand.
+
+        Args:
+            name: The repository's name.
+        """
+        try:
+            await create_then_read(name, context)
+        except tdk.UpstreamError as refused:
+            raise tdk.UpstreamError(
+                "GitHub refused the token.",
+                kind=refused.kind,
+                status_code=401,
+            ) from None
+        return name
+
+    return Toolkit("github", [sdk_write, sdk_write_raised_by_hand])
+
+
+@pytest.mark.parametrize("name", ["sdk_write", "sdk_write_raised_by_hand"])
+def test_a_401_the_hook_did_not_see_does_not_run_a_write_again(
+    server: OAuthProviderServer, name: str
+) -> None:
+    """A write through a client without tdk's hook, then a 401 (classified by hand): the
+    hook saw neither, so nothing says the write did not act. The 401 is the call's result
+    (docs/auth.md: "A 401 the hook does not see ... is just the body's failure"): no
+    refresh, no second run, one repository."""
+    runs: list[str] = []
+    store = InMemoryTokenStore()
+    user_auth = UserAuth(store, redirect_uri=server.callback, secrets=client_secrets())
+    kit = _unseen_401_tools(server, runs)
+    runner = ToolRunner(kit, user_auth=user_auth, state_key=STATE_KEY)
+
+    async def scenario() -> ToolResult:
+        await seed_tokens(server, store, "alice", expires_in=3600)
+        return await runner.run(name, {"name": "once"}, context=ToolContext(user_id="alice"))
+
+    result = run(scenario())
+    assert result.error is not None
+    assert result.error.kind is ErrorKind.UPSTREAM_RUNTIME_AUTH_ERROR
+    assert result.error.status_code == 401
+    assert runs == ["once"]
+    assert server.repos_created == [("alice", "once")]
+    assert "refresh_token" not in server.grants
