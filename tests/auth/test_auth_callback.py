@@ -382,6 +382,30 @@ def test_the_callback_checks_the_host(tools_file: Path, provider: OAuthProviderS
     assert first.status_code == 200
 
 
+SLASHED = [
+    pytest.param("evil.example", 421, id="another-host"),
+    pytest.param(None, 200, id="its-own-host"),
+]
+
+
+@pytest.mark.parametrize(("host", "status"), SLASHED)
+def test_the_callback_with_a_trailing_slash_is_not_redirected_by_host(
+    host: str | None, status: int, tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """``/oauth/callback/`` (a trailing slash) is answered as the callback, Host checked
+    first: never a redirect built from the Host header carrying the code and state to
+    another site (the router's slash redirect answered before any check)."""
+    with serving(tools_file, provider) as served:
+        location = callback_url(served, sign_in_url(served))
+        slashed = location.replace("/oauth/callback?", "/oauth/callback/?", 1)
+        headers = {"Host": host} if host is not None else {}
+        page = httpx.get(slashed, headers=headers, timeout=SCENARIO_TIMEOUT)
+        first = httpx.get(location, timeout=SCENARIO_TIMEOUT)
+    assert page.status_code == status
+    assert "location" not in page.headers
+    assert first.status_code == (200 if host is not None else 400)  # (attached once)
+
+
 JWT = ["--auth", "jwt", "--issuer", "http://127.0.0.1:9", "--audience", "tdk"]
 LOGIN_ID = {"TDK_LOGIN_CLIENT_ID": "tdk-login"}
 REFUSALS = [
