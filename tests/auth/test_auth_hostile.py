@@ -308,3 +308,44 @@ def test_a_401_the_hook_did_not_see_does_not_run_a_write_again(
     assert runs == ["once"]
     assert server.repos_created == [("alice", "once")]
     assert "refresh_token" not in server.grants
+
+
+# -- a provider's extra parameters -------------------------------------------------------------
+
+RESERVED = [
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "scope",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+]
+
+
+@pytest.mark.parametrize("name", RESERVED)
+def test_authorize_params_cannot_name_what_tdk_sets(server: OAuthProviderServer, name: str) -> None:
+    """``authorize_params`` naming a parameter of the authorization request tdk sets (the
+    state, the redirect URI, the PKCE challenge...) is refused when the provider is made (a
+    ValueError naming it): it would replace the sealed state or the callback, or make every
+    call of the tool raise a TypeError instead of asking the user to sign in."""
+    with pytest.raises(ValueError, match=f"authorize_params.*'{name}'"):
+        provider_for(server, authorize_params={name: "x"})
+
+
+def test_authorize_params_of_the_provider_s_own_are_in_the_link(
+    server: OAuthProviderServer,
+) -> None:
+    """Other extra parameters (``access_type=offline``) are in the sign-in link."""
+    github = provider_for(server, authorize_params={"access_type": "offline"})
+
+    @tool(requires_auth=github, read_only=True)
+    def whoami(context: ToolContext) -> str:
+        """Who the user is."""
+        return "octocat"
+
+    user_auth = UserAuth(redirect_uri=server.callback, secrets=client_secrets())
+    runner = ToolRunner(Toolkit("github", [whoami]), user_auth=user_auth, state_key=STATE_KEY)
+    asked = run(runner.run("whoami", {}, context=ToolContext(user_id="alice")))
+    assert asked.pending is not None
+    assert "access_type=offline" in asked.pending.requests["auth.github"]["url"]
