@@ -756,3 +756,33 @@ def test_serving_with_a_callback_needs_no_auth_extra(extra: str) -> None:
         check=False,
     )
     assert ended.returncode == 0, ended.stderr
+
+
+class TenantIssuer(LoginIssuer):
+    """An issuer whose authorization endpoint has a query of its own (a tenant, a policy:
+    Azure AD B2C's ``?p=...``)."""
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            **super().metadata(),
+            "authorization_endpoint": f"{self.provider.authorize_url}?tenant=t1",
+        }
+
+
+def test_with_auth_an_issuer_endpoint_with_a_query_keeps_it(
+    tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """The issuer's authorization endpoint has a query of its own: the sign-in's parameters
+    are added to it (not a second ``?`` that the issuer reads as part of its value)."""
+    with TenantIssuer() as issuer:
+        options, environ = authenticated(issuer)
+        bearer = {"Authorization": f"Bearer {issuer.access_token('alice')}"}
+        with serving(tools_file, provider, *options, env=environ) as served:
+            first = run(call_whoami(served.url, "legacy", headers=bearer))
+            assert first.meta is not None
+            link = first.meta["tdk/pending"]["requests"]["auth.github"]["url"]
+            answers = browsed(link, "alice")
+    sign_in = parse_qs(urlsplit(answers[1].headers["location"]).query)
+    assert sign_in["tenant"] == ["t1"]
+    assert sign_in["response_type"] == ["code"]
+    assert answers[-1].status_code == 200, answers[-1].text
