@@ -107,6 +107,7 @@ class UserAuth:
         """Seconds a call sent again waits for the sign-in to complete."""
         self._timeout = seconds_option(timeout, "timeout")
         self._secrets: Mapping[str, str] = os.environ if secrets is None else dict(secrets)
+        self._refreshing: set[asyncio.Future[TokenSet | None]] = set()
 
     def missing_secrets(self, provider: OAuthProvider) -> list[str]:
         """The names of ``provider``'s client secrets that are not set."""
@@ -154,7 +155,26 @@ class UserAuth:
     async def _refreshed(
         self, user: str, provider: OAuthProvider, stale: TokenSet
     ) -> TokenSet | None:
-        """``stale`` refreshed under the store's lock, once for every waiting call."""
+        """``stale`` refreshed under the store's lock, once for every waiting call. A call
+        cancelled meanwhile does not cancel the refresh (bounded by the lock's wait and the
+        exchange's timeout): the provider may have taken the refresh token already, and
+        rotated it, and the tokens it answers must be kept, or the user signs in again."""
+        refresh = asyncio.ensure_future(self._refresh_locked(user, provider, stale))
+        self._refreshing.add(refresh)  # (held: the loop keeps only a weak reference)
+        refresh.add_done_callback(self._ended)
+        return await asyncio.shield(refresh)
+
+    def _ended(self, refresh: asyncio.Future[TokenSet | None]) -> None:
+        """A refresh ended: let it go, its failure retrieved (the call that waited for it
+        may have been cancelled: nobody else reads it)."""
+        self._refreshing.discard(refresh)
+        if not refresh.cancelled():
+            refresh.exception()
+
+    async def _refresh_locked(
+        self, user: str, provider: OAuthProvider, stale: TokenSet
+    ) -> TokenSet | None:
+        """See :meth:`_refreshed`: the refresh itself, under the store's lock."""
         # (held longer than the exchange may take: expired meanwhile, another worker would
         # refresh with the same refresh token, refused once rotated, and forget the tokens)
         hold = max(LOCK_HOLD, self._timeout * 2)

@@ -4,6 +4,8 @@ provider should, and a refresh slower than the store's lock is held."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gzip
 import json
 import time
@@ -13,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _acting_support import STATE_KEY, run, seed_tokens
+from _acting_support import SCENARIO, STATE_KEY, run, seed_tokens
 from _canned_endpoint import CannedEndpoint
 from _oauth_provider_server import (
     CALLBACK,
@@ -349,3 +351,62 @@ def test_authorize_params_of_the_provider_s_own_are_in_the_link(
     asked = run(runner.run("whoami", {}, context=ToolContext(user_id="alice")))
     assert asked.pending is not None
     assert "access_type=offline" in asked.pending.requests["auth.github"]["url"]
+
+
+# -- a call cancelled during its refresh -------------------------------------------------------
+
+ROTATED = {"access_token": "new-access-token-5a6b7c8d", "refresh_token": "rotated-refresh-4e3f2a1b"}
+
+
+def test_a_call_cancelled_during_its_refresh_keeps_the_rotated_tokens() -> None:
+    """The call is cancelled (the client gave up) while its refresh is at the token
+    endpoint, which has taken the refresh token (a provider that rotates them no longer
+    honours it): the refresh still completes and keeps the rotated tokens, instead of
+    leaving the store with a refresh token the provider refuses (the user would have to
+    sign in again)."""
+    with CannedEndpoint() as endpoint:
+        endpoint.answer = (200, JSON, json.dumps({**ROTATED, "expires_in": 3600}).encode(), ())
+        endpoint.held = True
+        provider = OAuthProvider(
+            name="github",
+            authorize_url=f"{endpoint.url}/authorize",
+            token_url=endpoint.token_url,
+            client_id_from=CLIENT_ID_SECRET,
+            client_secret_from=CLIENT_SECRET_SECRET,
+        )
+
+        @tool(requires_auth=provider, read_only=True)
+        def whoami(context: ToolContext) -> str:
+            """Who the user is."""
+            return "octocat"
+
+        store = InMemoryTokenStore()
+        user_auth = UserAuth(store, redirect_uri=CALLBACK, secrets=client_secrets())
+        runner = ToolRunner(Toolkit("github", [whoami]), user_auth=user_auth, state_key=STATE_KEY)
+
+        async def kept_once_rotated() -> TokenSet | None:
+            while (kept := await store.get("alice", "github")) is not None:
+                if kept.refresh_token == ROTATED["refresh_token"]:
+                    break
+                await asyncio.sleep(0.02)
+            return kept
+
+        async def scenario() -> TokenSet | None:
+            await store.put("alice", "github", TokenSet(OLD_ACCESS, OLD_REFRESH, time.time() - 1))
+            call = asyncio.create_task(
+                runner.run("whoami", {}, context=ToolContext(user_id="alice"))
+            )
+            await asyncio.to_thread(endpoint.arrived.wait, SCENARIO)
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            endpoint.released.set()  # the provider answers now: rotated
+            try:
+                return await asyncio.wait_for(kept_once_rotated(), 10)
+            except TimeoutError:
+                return await store.get("alice", "github")
+
+        kept = run(scenario())
+    assert kept is not None
+    assert (kept.access_token, kept.refresh_token) == tuple(ROTATED.values())
+    assert endpoint.posts == 1
