@@ -207,12 +207,12 @@ def note_unauthorized(response: Any) -> None:
     """The upstream refused a request's credentials with a 401 (a response hook): it did
     nothing, as for a rate limit, and the attempt saw a 401 (a runner acting as the user may
     refresh the token and run it once more; a 401 no hook saw is the body's failure alone).
-    Outside every attempt's context it is no attempt's (the safe side: nothing run again)."""
+    It is the current attempt's only: outside every attempt's context (a thread of the
+    tool's own) it is no attempt's, the safe side (nothing is run again)."""
     mark = _mark_of(_request_of(response))
     exchanges = CURRENT.get()
-    records = mark[0] if mark is not None else (exchanges,) if exchanges is not None else ()
-    for each in records:
-        each.unauthorized += 1
+    if exchanges is not None and (mark is None or exchanges in mark[0]):
+        exchanges.unauthorized += 1
     note_refusal(response)
 
 
