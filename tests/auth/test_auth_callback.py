@@ -786,3 +786,29 @@ def test_with_auth_an_issuer_endpoint_with_a_query_keeps_it(
     assert sign_in["tenant"] == ["t1"]
     assert sign_in["response_type"] == ["code"]
     assert answers[-1].status_code == 200, answers[-1].text
+
+
+def test_with_auth_a_sign_in_started_by_another_user_attaches_nothing(
+    tools_file: Path, provider: OAuthProviderServer, issuer: LoginIssuer
+) -> None:
+    """No cookie ties the issuer's step to the browser that began it: Mallory signs in at
+    the provider with his own link, stops at the callback's redirect to the issuer, and
+    has Alice open that (her browser signed in at the issuer). The issuer says Alice, the
+    link was Mallory's: nothing attached to either, no code traded."""
+    options, environ = authenticated(issuer)
+    bearer = {"Authorization": f"Bearer {issuer.access_token('mallory')}"}
+    with serving(tools_file, provider, *options, env=environ) as served:
+        first = run(call_whoami(served.url, "legacy", headers=bearer))
+        assert first.meta is not None
+        link = first.meta["tdk/pending"]["requests"]["auth.github"]["url"]
+        to_issuer = httpx.get(callback_url(served, link, "mallory"), timeout=SCENARIO_TIMEOUT)
+        assert to_issuer.status_code == 302
+        answers = browsed(to_issuer.headers["location"], "alice")
+        again = run(call_whoami(served.url, "legacy", headers=bearer))
+        stderr = served.stderr()
+    assert answers[-1].status_code == 400
+    assert "made for another user" in answers[-1].text
+    assert provider.grants["authorization_code"] == 0
+    assert again.meta is not None
+    assert "tdk/pending" in again.meta
+    assert_nothing_secret(stderr, provider, link, *(str(each.url) for each in answers))
