@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -409,4 +410,58 @@ def test_a_call_cancelled_during_its_refresh_keeps_the_rotated_tokens() -> None:
         kept = run(scenario())
     assert kept is not None
     assert (kept.access_token, kept.refresh_token) == tuple(ROTATED.values())
+    assert endpoint.posts == 1
+
+
+def test_a_callback_cancelled_during_its_exchange_keeps_the_tokens() -> None:
+    """The callback's request is cancelled (the browser went away; a web framework cancels
+    its handler) while the code is at the token endpoint, which has spent it: the exchange
+    still completes and keeps the user's tokens (the state's nonce is used already, so the
+    link could not be completed again)."""
+    with CannedEndpoint() as endpoint:
+        endpoint.answer = (200, JSON, json.dumps({**ROTATED, "expires_in": 3600}).encode(), ())
+        provider = OAuthProvider(
+            name="github",
+            authorize_url=f"{endpoint.url}/authorize",
+            token_url=endpoint.token_url,
+            client_id_from=CLIENT_ID_SECRET,
+            client_secret_from=CLIENT_SECRET_SECRET,
+        )
+
+        @tool(requires_auth=provider, read_only=True)
+        def whoami(context: ToolContext) -> str:
+            """Who the user is."""
+            return "octocat"
+
+        store = InMemoryTokenStore()
+        user_auth = UserAuth(store, redirect_uri=CALLBACK, secrets=client_secrets())
+        runner = ToolRunner(Toolkit("github", [whoami]), user_auth=user_auth, state_key=STATE_KEY)
+
+        async def kept_at_last() -> TokenSet | None:
+            while (kept := await store.get("alice", "github")) is None:
+                await asyncio.sleep(0.02)
+            return kept
+
+        async def scenario() -> TokenSet | None:
+            asked = await runner.run("whoami", {}, context=ToolContext(user_id="alice"))
+            assert asked.pending is not None
+            link = asked.pending.requests["auth.github"]["url"]
+            state = parse_qs(urlsplit(link).query)["state"][0]
+            endpoint.held = True
+            callback = asyncio.create_task(
+                runner.complete_authorization({"code": "c0de", "state": state}, user_id="alice")
+            )
+            await asyncio.to_thread(endpoint.arrived.wait, SCENARIO)
+            callback.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await callback
+            endpoint.released.set()  # the provider answers now
+            try:
+                return await asyncio.wait_for(kept_at_last(), 10)
+            except TimeoutError:
+                return None
+
+        kept = run(scenario())
+    assert kept is not None
+    assert kept.access_token == ROTATED["access_token"]
     assert endpoint.posts == 1
