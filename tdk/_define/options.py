@@ -158,9 +158,17 @@ def check_auth(problems: Problems, given: object) -> AuthRequirement | None:
             "GITHUB = tdk.auth.OAuthProvider(...)",
         )
         return None
+    if type(given.scopes) is not tuple:  # (made by hand: a str would be one scope a letter)
+        problems.add(
+            ProblemKind.INVALID_AUTH,
+            None,
+            f"requires_auth= lists its scopes as {quote(given.scopes)}, not as a tuple of strings",
+            "name the scopes with provider.with_scopes('repo', 'read:org')",
+        )
+        return None
     scopes: dict[str, None] = {}
     for item in given.scopes:
-        if not isinstance(item, str) or SCOPE_PATTERN.fullmatch(item) is None:
+        if type(item) is not str or SCOPE_PATTERN.fullmatch(item) is None:
             problems.add(
                 ProblemKind.INVALID_AUTH,
                 None,

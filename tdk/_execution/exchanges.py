@@ -48,6 +48,7 @@ __all__ = [
     "note_refusal",
     "note_response",
     "note_sending",
+    "note_unauthorized",
     "unwatch",
     "watch",
 ]
@@ -56,16 +57,19 @@ __all__ = [
 class Exchanges:
     """The requests of one attempt of a call that may have reached an upstream."""
 
-    __slots__ = ("reached",)
+    __slots__ = ("reached", "unauthorized")
 
     def __init__(self) -> None:
         self.reached = 0
         """Requests sent (or whose sending is not known to have failed) and not refused."""
+        self.unauthorized = 0
+        """401 answers tdk's hook saw (the credentials refused: nothing was done)."""
 
     def add(self, other: Exchanges) -> None:
         """Count the requests of ``other`` (a call made from inside this attempt, watched on
         its own) as this attempt's own: the outer call acted when the inner one did."""
         self.reached += other.reached
+        self.unauthorized += other.unauthorized
 
 
 #: The record of a call whose requests nothing could note (tdk's HTTP hooks not loaded):
@@ -197,6 +201,19 @@ def note_refusal(response: Any) -> None:
     exchanges = CURRENT.get()  # counted by note_response() of this same answer (outside
     if exchanges is not None:  # every attempt: counted for good, the safe side)
         exchanges.reached -= 1
+
+
+def note_unauthorized(response: Any) -> None:
+    """The upstream refused a request's credentials with a 401 (a response hook): it did
+    nothing, as for a rate limit, and the attempt saw a 401 (a runner acting as the user may
+    refresh the token and run it once more; a 401 no hook saw is the body's failure alone).
+    It is the current attempt's only: outside every attempt's context (a thread of the
+    tool's own) it is no attempt's, the safe side (nothing is run again)."""
+    mark = _mark_of(_request_of(response))
+    exchanges = CURRENT.get()
+    if exchanges is not None and (mark is None or exchanges in mark[0]):
+        exchanges.unauthorized += 1
+    note_refusal(response)
 
 
 def note_failure(request: Any, exc: BaseException) -> None:

@@ -25,6 +25,18 @@ _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: How the client authenticates at the token endpoint (RFC 6749 section 2.3.1).
 TokenAuth = Literal["client_secret_basic", "client_secret_post"]
 _TOKEN_AUTHS: Final = ("client_secret_basic", "client_secret_post")
+#: The parameters of the authorization request tdk sets: never given by authorize_params.
+_SET_BY_TDK: Final = frozenset(
+    {
+        "response_type",
+        "client_id",
+        "redirect_uri",
+        "scope",
+        "state",
+        "code_challenge",
+        "code_challenge_method",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +83,8 @@ class OAuthProvider:
     """Whether a refresh sends ``scope``: off, as RFC 6749 allows, since some providers
     refuse a refresh that names it."""
     authorize_params: Mapping[str, str] = field(default_factory=dict, hash=False)
-    """Extra parameters of the authorization URL (``access_type=offline`` for Google...)."""
+    """Extra parameters of the authorization URL (``access_type=offline`` for Google...);
+    not one tdk sets (``state``, ``redirect_uri``, ``scope``, the PKCE challenge...)."""
     token_auth: TokenAuth = "client_secret_basic"  # noqa: S105 (a method's name)
     """How the client secret is sent to the token endpoint: HTTP Basic (what RFC 6749 asks
     every server to support), or as form fields (``client_secret_post``, GitHub's way)."""
@@ -94,6 +107,12 @@ class OAuthProvider:
         params: Any = self.authorize_params
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()):
             raise ValueError("authorize_params maps names to strings")
+        taken = sorted(name for name in params if name in _SET_BY_TDK)
+        if taken:
+            raise ValueError(
+                f"authorize_params cannot set {', '.join(map(repr, taken))}: tdk sets them "
+                "(the sealed state, the redirect URI, the scopes, the PKCE challenge)"
+            )
         object.__setattr__(self, "authorize_params", MappingProxyType(dict(params)))
         if self.token_auth not in _TOKEN_AUTHS:
             raise ValueError(f"token_auth must be one of {_TOKEN_AUTHS}, not {self.token_auth!r}")

@@ -35,7 +35,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from tdk.auth._authorization import ProviderError
 from tdk.auth._fetch import FetchError, fetch_json
 from tdk.auth._provider import OAuthProvider
-from tdk.auth._token_store import InMemoryTokenStore, TokenStore
+from tdk.auth._token_store import LOCK_HOLD, InMemoryTokenStore, TokenStore
 from tdk.auth._tokens import TokenSet
 from tdk.auth._urls import checked_url, seconds_option
 
@@ -107,6 +107,7 @@ class UserAuth:
         """Seconds a call sent again waits for the sign-in to complete."""
         self._timeout = seconds_option(timeout, "timeout")
         self._secrets: Mapping[str, str] = os.environ if secrets is None else dict(secrets)
+        self._refreshing: set[asyncio.Future[TokenSet | None]] = set()
 
     def missing_secrets(self, provider: OAuthProvider) -> list[str]:
         """The names of ``provider``'s client secrets that are not set."""
@@ -154,8 +155,30 @@ class UserAuth:
     async def _refreshed(
         self, user: str, provider: OAuthProvider, stale: TokenSet
     ) -> TokenSet | None:
-        """``stale`` refreshed under the store's lock, once for every waiting call."""
-        async with self.store.lock(user, provider.name, wait=self._timeout * 3):
+        """``stale`` refreshed under the store's lock, once for every waiting call. A call
+        cancelled meanwhile does not cancel the refresh (bounded by the lock's wait and the
+        exchange's timeout): the provider may have taken the refresh token already, and
+        rotated it, and the tokens it answers must be kept, or the user signs in again."""
+        refresh = asyncio.ensure_future(self._refresh_locked(user, provider, stale))
+        self._refreshing.add(refresh)  # (held: the loop keeps only a weak reference)
+        refresh.add_done_callback(self._ended)
+        return await asyncio.shield(refresh)
+
+    def _ended(self, refresh: asyncio.Future[TokenSet | None]) -> None:
+        """A refresh ended: let it go, its failure retrieved (the call that waited for it
+        may have been cancelled: nobody else reads it)."""
+        self._refreshing.discard(refresh)
+        if not refresh.cancelled():
+            refresh.exception()
+
+    async def _refresh_locked(
+        self, user: str, provider: OAuthProvider, stale: TokenSet
+    ) -> TokenSet | None:
+        """See :meth:`_refreshed`: the refresh itself, under the store's lock."""
+        # (held longer than the exchange may take: expired meanwhile, another worker would
+        # refresh with the same refresh token, refused once rotated, and forget the tokens)
+        hold = max(LOCK_HOLD, self._timeout * 2)
+        async with self.store.lock(user, provider.name, hold=hold, wait=self._timeout * 3):
             tokens = await self.store.get(user, provider.name)
             if tokens is None:
                 return None  # forgotten meanwhile (refused, signed out)
@@ -248,8 +271,9 @@ class UserAuth:
         answer = await self._post(provider, url, form)
         error = answer.get("error")
         if error is not None:
+            gone = isinstance(error, str) and error in _GONE  # (an object is no code at all)
             raise ProviderError(
-                "refused" if error in _GONE else "unavailable",
+                "refused" if gone else "unavailable",
                 f"the token endpoint of '{provider.name}' refused the request "
                 f"({_error_code(error)})",
             )
@@ -301,5 +325,7 @@ def _token_set(answer: Mapping[str, Any], *, previous: TokenSet | None) -> Token
 
 def _error_code(code: object) -> str:
     """An OAuth error code as a message may show it (RFC 6749: printable ASCII, short)."""
-    text = str(code)[:64]
+    if not isinstance(code, str):  # (an object's text is the provider's, not a code)
+        return "an error code"
+    text = code[:64]
     return text if text.isascii() and text.isprintable() else "an error code"

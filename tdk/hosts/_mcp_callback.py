@@ -48,7 +48,7 @@ __all__ = [
     "callback_path",
     "callback_problem",
     "callback_refusal",
-    "callback_route",
+    "callback_routes",
 ]
 
 logger = logging.getLogger("tdk.hosts.mcp")
@@ -133,13 +133,16 @@ def callback_refusal(runner: ToolRunner, login_client: tuple[str, str] | None) -
     )
 
 
-def callback_route(
+def callback_routes(
     runner: ToolRunner, security: TransportSecuritySettings | None, login: Login | None = None
-) -> Route:
-    """The route answering the provider's callback for ``runner`` (which has ``user_auth``).
-    ``security``: the Host check of the server (None: every interface, no check). ``login``:
-    how the browser signs in at the issuer first, on a server that authenticates (without,
-    the opener is the one anonymous user of a server without authentication)."""
+) -> list[Route]:
+    """The routes answering the provider's callback for ``runner`` (which has ``user_auth``):
+    its path, and the same with or without a trailing slash (else the router would answer
+    that one with a redirect built from the Host header, before any check, carrying the
+    code and state). ``security``: the Host check of the server (None: every interface, no
+    check). ``login``: how the browser signs in at the issuer first, on a server that
+    authenticates (without, the opener is the one anonymous user of a server without
+    authentication)."""
     path = callback_path(runner)
     if path is None:
         raise ValueError("the runner has no user_auth: there is no callback to serve")
@@ -170,7 +173,9 @@ def callback_route(
         title = "Signed in" if outcome.attached else "Not signed in"
         return _page(200 if outcome.attached else 400, title, outcome.message)
 
-    return Route(path, answer, methods=["GET"], name="tdk-oauth-callback")
+    other = path[:-1] if path.endswith("/") else f"{path}/"
+    paths = (path, other) if other else (path,)
+    return [Route(each, answer, methods=["GET"], name="tdk-oauth-callback") for each in paths]
 
 
 async def _signed_in(login: Login, params: Mapping[str, object]) -> SignedIn | Response:

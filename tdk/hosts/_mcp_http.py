@@ -36,7 +36,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from tdk._cli.addresses import Listening, bound, listening_address
 from tdk._compat.sse_shutdown import shutdown_flag_restored
 from tdk.hosts._mcp_auth import Protection, protected_app
-from tdk.hosts._mcp_callback import callback_problem, callback_refusal, callback_route
+from tdk.hosts._mcp_callback import callback_problem, callback_refusal, callback_routes
 from tdk.hosts._mcp_login import Login
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def _callback_routes(
         login = Login(protection.verifier, *login_client, resource=resource, redirect_uri=redirect)
     # (on every interface there is no check, and security() has said so already for /mcp)
     checked = None if where.reach == "every" else security(where, also=redirect)
-    return [callback_route(runner, checked, login)]
+    return callback_routes(runner, checked, login)
 
 
 def security(

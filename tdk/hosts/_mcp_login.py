@@ -143,7 +143,8 @@ class Login:
             "code_challenge_method": "S256",
             "resource": self.resource,
         }
-        return f"{endpoints[0]}?{urlencode(query)}"
+        base = endpoints[0]  # (its own query, a tenant or a policy, kept: ours added to it)
+        return f"{base}{'&' if '?' in base else '?'}{urlencode(query)}"
 
     async def finish(
         self, payload: Mapping[str, object], params: Mapping[str, object]

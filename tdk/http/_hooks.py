@@ -29,7 +29,14 @@ from typing import Any, Final, Protocol, TypeVar
 import httpx
 
 from tdk._compat.httpx_auth import FUNCTION_AUTH
-from tdk._execution.exchanges import NOTING, note_failure, note_refusal, note_response, note_sending
+from tdk._execution.exchanges import (
+    NOTING,
+    note_failure,
+    note_refusal,
+    note_response,
+    note_sending,
+    note_unauthorized,
+)
 from tdk._failures.redact import call_secrets, end_call_secrets
 from tdk.errors import ErrorCategory, UpstreamError
 from tdk.http._body import (
@@ -262,7 +269,9 @@ def _noted(error: UpstreamError, response: httpx.Response) -> UpstreamError:
     credentials refused: nothing was done, and a runner acting as the user refreshes the
     token and tries once more), are noted as requests the upstream refused (see
     :mod:`tdk._execution.exchanges`)."""
-    if error.category is ErrorCategory.RATE_LIMIT or response.status_code == _UNAUTHORIZED:
+    if response.status_code == _UNAUTHORIZED:
+        note_unauthorized(response)
+    elif error.category is ErrorCategory.RATE_LIMIT:
         note_refusal(response)
     return error
 

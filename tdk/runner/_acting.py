@@ -20,6 +20,7 @@ more run: a 401 did nothing upstream, so this is safe for writes too.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import secrets
 import time
@@ -61,7 +62,7 @@ def ask_key(provider: str) -> str:
 class Acting:
     """One runner's part in calls of tools acting as the user (see the module docstring)."""
 
-    __slots__ = ("_auth", "_expiry", "_providers", "_sealer", "_store")
+    __slots__ = ("_attaching", "_auth", "_expiry", "_providers", "_sealer", "_store")
 
     def __init__(
         self,
@@ -93,6 +94,7 @@ class Acting:
         self._sealer = Sealer(state_key, purpose=STATE_PURPOSE)
         self._store = store
         self._expiry = expiry
+        self._attaching: set[asyncio.Future[Authorization]] = set()
 
     async def run(self, call: Call, guarded: Guarded) -> ToolResult:
         """``call`` run by ``guarded`` with the user's token at its tool's provider; or the
@@ -184,7 +186,12 @@ class Acting:
         code = _parameter(params, "code")
         if code is None:
             return Authorization(False, provider.name, "exchange_failed")
-        return await self._attached(provider, payload, code, user_id, expires)
+        # (not cancelled with the callback's request: once the nonce is used and the code
+        # sent, the provider has spent it, and only this exchange can keep the tokens)
+        attaching = asyncio.ensure_future(self._attached(provider, payload, code, user_id, expires))
+        self._attaching.add(attaching)  # (held: the loop keeps only a weak reference)
+        attaching.add_done_callback(self._attaching.discard)
+        return await asyncio.shield(attaching)
 
     async def _attached(
         self,
@@ -254,7 +261,12 @@ def _token_refused(result: ToolResult, call: Call) -> bool:
         return False
     if error.status_code != _UNAUTHORIZED:
         return False
-    return call.plan.repeatable or (call.exchanges is not None and call.exchanges.reached == 0)
+    if call.plan.repeatable:
+        return True
+    # (a write: only a 401 tdk's hook saw, with nothing else of the attempt reaching an
+    # upstream; a 401 classified by hand may follow a write no hook noted)
+    exchanges = call.exchanges
+    return exchanges is not None and exchanges.reached == 0 and exchanges.unauthorized > 0
 
 
 def _unavailable(provider: OAuthProvider, failed: BaseException) -> ToolError:

@@ -382,6 +382,30 @@ def test_the_callback_checks_the_host(tools_file: Path, provider: OAuthProviderS
     assert first.status_code == 200
 
 
+SLASHED = [
+    pytest.param("evil.example", 421, id="another-host"),
+    pytest.param(None, 200, id="its-own-host"),
+]
+
+
+@pytest.mark.parametrize(("host", "status"), SLASHED)
+def test_the_callback_with_a_trailing_slash_is_not_redirected_by_host(
+    host: str | None, status: int, tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """``/oauth/callback/`` (a trailing slash) is answered as the callback, Host checked
+    first: never a redirect built from the Host header carrying the code and state to
+    another site (the router's slash redirect answered before any check)."""
+    with serving(tools_file, provider) as served:
+        location = callback_url(served, sign_in_url(served))
+        slashed = location.replace("/oauth/callback?", "/oauth/callback/?", 1)
+        headers = {"Host": host} if host is not None else {}
+        page = httpx.get(slashed, headers=headers, timeout=SCENARIO_TIMEOUT)
+        first = httpx.get(location, timeout=SCENARIO_TIMEOUT)
+    assert page.status_code == status
+    assert "location" not in page.headers
+    assert first.status_code == (200 if host is not None else 400)  # (attached once)
+
+
 JWT = ["--auth", "jwt", "--issuer", "http://127.0.0.1:9", "--audience", "tdk"]
 LOGIN_ID = {"TDK_LOGIN_CLIENT_ID": "tdk-login"}
 REFUSALS = [
@@ -732,3 +756,59 @@ def test_serving_with_a_callback_needs_no_auth_extra(extra: str) -> None:
         check=False,
     )
     assert ended.returncode == 0, ended.stderr
+
+
+class TenantIssuer(LoginIssuer):
+    """An issuer whose authorization endpoint has a query of its own (a tenant, a policy:
+    Azure AD B2C's ``?p=...``)."""
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            **super().metadata(),
+            "authorization_endpoint": f"{self.provider.authorize_url}?tenant=t1",
+        }
+
+
+def test_with_auth_an_issuer_endpoint_with_a_query_keeps_it(
+    tools_file: Path, provider: OAuthProviderServer
+) -> None:
+    """The issuer's authorization endpoint has a query of its own: the sign-in's parameters
+    are added to it (not a second ``?`` that the issuer reads as part of its value)."""
+    with TenantIssuer() as issuer:
+        options, environ = authenticated(issuer)
+        bearer = {"Authorization": f"Bearer {issuer.access_token('alice')}"}
+        with serving(tools_file, provider, *options, env=environ) as served:
+            first = run(call_whoami(served.url, "legacy", headers=bearer))
+            assert first.meta is not None
+            link = first.meta["tdk/pending"]["requests"]["auth.github"]["url"]
+            answers = browsed(link, "alice")
+    sign_in = parse_qs(urlsplit(answers[1].headers["location"]).query)
+    assert sign_in["tenant"] == ["t1"]
+    assert sign_in["response_type"] == ["code"]
+    assert answers[-1].status_code == 200, answers[-1].text
+
+
+def test_with_auth_a_sign_in_started_by_another_user_attaches_nothing(
+    tools_file: Path, provider: OAuthProviderServer, issuer: LoginIssuer
+) -> None:
+    """No cookie ties the issuer's step to the browser that began it: Mallory signs in at
+    the provider with his own link, stops at the callback's redirect to the issuer, and
+    has Alice open that (her browser signed in at the issuer). The issuer says Alice, the
+    link was Mallory's: nothing attached to either, no code traded."""
+    options, environ = authenticated(issuer)
+    bearer = {"Authorization": f"Bearer {issuer.access_token('mallory')}"}
+    with serving(tools_file, provider, *options, env=environ) as served:
+        first = run(call_whoami(served.url, "legacy", headers=bearer))
+        assert first.meta is not None
+        link = first.meta["tdk/pending"]["requests"]["auth.github"]["url"]
+        to_issuer = httpx.get(callback_url(served, link, "mallory"), timeout=SCENARIO_TIMEOUT)
+        assert to_issuer.status_code == 302
+        answers = browsed(to_issuer.headers["location"], "alice")
+        again = run(call_whoami(served.url, "legacy", headers=bearer))
+        stderr = served.stderr()
+    assert answers[-1].status_code == 400
+    assert "made for another user" in answers[-1].text
+    assert provider.grants["authorization_code"] == 0
+    assert again.meta is not None
+    assert "tdk/pending" in again.meta
+    assert_nothing_secret(stderr, provider, link, *(str(each.url) for each in answers))
