@@ -39,7 +39,7 @@ from tdk.auth._token_store import LOCK_HOLD, InMemoryTokenStore, TokenStore
 from tdk.auth._tokens import TokenSet
 from tdk.auth._urls import checked_url, seconds_option
 
-__all__ = ["MAX_ANSWER", "TOKEN_TIMEOUT", "ProviderError", "UserAuth"]
+__all__ = ["MAX_ANSWER", "MAX_WAITING", "TOKEN_TIMEOUT", "ProviderError", "UserAuth"]
 
 #: Seconds one exchange with a token endpoint may take, by default.
 TOKEN_TIMEOUT: Final = 10.0
@@ -49,6 +49,8 @@ MAX_ANSWER: Final = 64 * 1024
 #: (GitHub says ``bad_refresh_token`` for an expired or revoked refresh token). Not
 #: ``invalid_client``: a wrong client secret would then forget every user's tokens.
 _GONE: Final = frozenset({"invalid_grant", "unauthorized_client", "bad_refresh_token"})
+#: The most calls of one ``UserAuth`` waiting for a sign-in at once.
+MAX_WAITING: Final = 64
 #: Seconds between two looks for tokens a sign-in is about to keep (the first; doubled to 2 s).
 _FIRST_LOOK: Final = 0.25
 _LAST_LOOK: Final = 2.0
@@ -106,6 +108,7 @@ class UserAuth:
         self.sign_in_wait: Final = seconds_option(sign_in_wait, "sign_in_wait", zero=True)
         """Seconds a call sent again waits for the sign-in to complete."""
         self._timeout = seconds_option(timeout, "timeout")
+        self._waiting = 0  # (calls waiting for a sign-in now: see signed_in)
         self._secrets: Mapping[str, str] = os.environ if secrets is None else dict(secrets)
         self._refreshing: set[asyncio.Future[TokenSet | None]] = set()
 
@@ -128,15 +131,23 @@ class UserAuth:
     async def signed_in(self, user: str, provider: OAuthProvider) -> TokenSet | None:
         """The tokens of ``user`` at ``provider`` once the provider's callback has kept them,
         waited for ``sign_in_wait`` seconds at most (read again after 0.25 s, then less and
-        less often, up to every 2 s); None when they have not come."""
+        less often, up to every 2 s); None when they have not come. At most
+        :data:`MAX_WAITING` calls wait at once (the wait comes before any limit of the
+        runner's applies): others look once."""
+        if self._waiting >= MAX_WAITING:
+            return await self.current(user, provider)
         deadline = time.monotonic() + self.sign_in_wait
         pause = _FIRST_LOOK
-        while True:
-            tokens = await self.current(user, provider)
-            if tokens is not None or time.monotonic() >= deadline:
-                return tokens
-            await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 2, _LAST_LOOK)
+        self._waiting += 1
+        try:
+            while True:
+                tokens = await self.current(user, provider)
+                if tokens is not None or time.monotonic() >= deadline:
+                    return tokens
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, _LAST_LOOK)
+        finally:
+            self._waiting -= 1
 
     async def renewed(self, user: str, provider: OAuthProvider, used: str) -> TokenSet | None:
         """New tokens of ``user`` at ``provider`` after the upstream refused the access

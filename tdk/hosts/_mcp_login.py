@@ -30,7 +30,7 @@ import logging
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import quote_plus, urlencode
 
@@ -74,8 +74,8 @@ UNAVAILABLE: Final = (
 class SignedIn:
     """Who opened the link, and the provider's parameters carried through the sign-in."""
 
-    params: Mapping[str, str]
-    """The provider's ``code``, ``state`` (or ``error``)."""
+    params: Mapping[str, str] = field(repr=False)
+    """The provider's ``code``, ``state`` (or ``error``): never shown by ``repr()``."""
     user_id: str
     """The verified ``sub`` of the token the issuer gave the browser's sign-in."""
 

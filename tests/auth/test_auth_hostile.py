@@ -32,6 +32,8 @@ import tdk
 import tdk.http
 from tdk import ErrorKind, ToolContext, ToolDefinitionError, Toolkit, ToolResult, tool
 from tdk.auth import AuthRequirement, InMemoryTokenStore, OAuthProvider, TokenSet, UserAuth
+from tdk.auth._user_auth import MAX_WAITING
+from tdk.hosts._mcp_login import SignedIn
 from tdk.runner import ToolRunner
 
 
@@ -465,3 +467,39 @@ def test_a_callback_cancelled_during_its_exchange_keeps_the_tokens() -> None:
     assert kept is not None
     assert kept.access_token == ROTATED["access_token"]
     assert endpoint.posts == 1
+
+
+def test_calls_waiting_for_a_sign_in_are_bounded(server: OAuthProviderServer) -> None:
+    """Calls sent again after the sign-in ask wait for the callback before any limit of the
+    runner applies: at most ``MAX_WAITING`` of them wait at once, and the others look once
+    (no token yet: asked again) instead of holding a poller each. Those waiting get the
+    tokens once they are kept."""
+    github = provider_for(server)
+    user_auth = UserAuth(
+        redirect_uri=server.callback, secrets=client_secrets(), sign_in_wait=SCENARIO
+    )
+
+    async def scenario() -> tuple[int, TokenSet | None, list[TokenSet | None]]:
+        waiting = [
+            asyncio.create_task(user_auth.signed_in("alice", github)) for _ in range(MAX_WAITING)
+        ]
+        await asyncio.sleep(0)  # (each has looked once, and waits)
+        one_more = await asyncio.wait_for(user_auth.signed_in("alice", github), SCENARIO / 2)
+        still = sum(not task.done() for task in waiting)
+        await seed_tokens(server, user_auth.store, "alice", expires_in=3600)
+        return still, one_more, await asyncio.gather(*waiting)
+
+    still, one_more, got = run(scenario())
+
+    assert still == MAX_WAITING
+    assert one_more is None
+    assert all(tokens is not None for tokens in got)
+
+
+def test_a_signed_in_browser_shows_no_code_or_state() -> None:
+    """What the callback's sign-in carries (the provider's code and state) is not in the
+    ``repr()`` of its record."""
+    signed_in = SignedIn({"code": "c0de-7d1f", "state": "st4te-7d1f"}, "alice")
+
+    assert "7d1f" not in repr(signed_in)
+    assert "alice" in repr(signed_in)
