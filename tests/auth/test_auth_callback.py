@@ -93,6 +93,8 @@ class Served:
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.callback = f"http://127.0.0.1:{port}/oauth/callback"
         self.log = log
+        self.provider: OAuthProviderServer | None = None
+        """The provider it signs users in at, when a fixture shares both."""
 
     def stderr(self, until: str = "") -> str:
         """What the server wrote on stderr so far: once it holds ``until`` (or after
@@ -336,18 +338,32 @@ REFUSED = [
 ]
 
 
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One ``tdk serve`` (and its provider) for every case of :data:`REFUSED`: none of them
+    attaches anything, so each finds the server as the first left it (one start, not seven)."""
+    with OAuthProviderServer() as shared:
+        path = tmp_path_factory.mktemp("refusing") / "callback_tools.py"
+        path.write_text(TOOLS.lstrip())
+        with serving(path, shared) as served:
+            served.provider = shared
+            yield served
+
+
 @pytest.mark.parametrize(("make", "said"), REFUSED)
 def test_a_callback_that_is_not_the_providers_attaches_nothing(
-    make: Any, said: str | None, tools_file: Path, provider: OAuthProviderServer
+    make: Any, said: str | None, refusing: Served
 ) -> None:
     """A callback forged, too large or ambiguous: 400, nothing attached (no code traded,
     the call still asks), no traceback, no code or state on stderr."""
-    with serving(tools_file, provider) as served:
-        location = callback_url(served, sign_in_url(served))
-        url = make(served, location)
-        page = httpx.get(url, timeout=SCENARIO_TIMEOUT)
-        answered = run(call_whoami(served.url, "legacy"))
-        stderr = served.stderr()
+    served = refusing
+    provider = served.provider
+    assert provider is not None
+    location = callback_url(served, sign_in_url(served))
+    url = make(served, location)
+    page = httpx.get(url, timeout=SCENARIO_TIMEOUT)
+    answered = run(call_whoami(served.url, "legacy"))
+    stderr = served.stderr()
     assert page.status_code == 400
     assert "Traceback" not in page.text
     if said is not None:
