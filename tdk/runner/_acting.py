@@ -130,7 +130,9 @@ class Acting:
             return _turned_back(call, _unavailable(provider, failed))
         if renewed is None:
             return self._ask(call, user, requirement, ())
-        return await guarded(_acting_as(call, renewed.access_token))
+        again = _acting_as(call, renewed.access_token)
+        again.deadline = acting.deadline  # (one call: the run again has what is left of it)
+        return await guarded(again)
 
     def _ask(
         self,

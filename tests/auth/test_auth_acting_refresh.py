@@ -34,8 +34,10 @@ from _oauth_provider_server import (
     provider_for,
 )
 
-from tdk import ErrorKind, ToolContext, ToolResult
-from tdk.auth import InMemoryTokenStore, TokenSet
+import tdk.http
+from tdk import ErrorKind, RetryPolicy, ToolContext, Toolkit, ToolResult, tool
+from tdk.auth import InMemoryTokenStore, TokenSet, UserAuth
+from tdk.errors import NetworkTransportError
 from tdk.runner import ToolRunner
 
 ALICE = ToolContext(user_id="alice")
@@ -306,3 +308,54 @@ def test_a_401_after_a_write_of_the_attempt_is_not_run_again(
     assert seen.runs == {"write_then_read": 1}
     assert server.repos_created == [("alice", "once")]
     assert "refresh_token" not in server.grants
+
+
+def test_the_run_after_a_401_spends_what_is_left_of_the_calls_deadline(
+    server: OAuthProviderServer,
+) -> None:
+    """The run after a forced refresh is the same call: its ``deadline`` (the whole call,
+    attempts and waits) goes on, not a fresh one. Each run fails once (unreachable) and
+    waits ``WAIT`` before its retry; the first run's retry gets the 401. Two waits pass the
+    deadline: the second run's retry is not waited for (the runner's fake sleep counts the
+    waits, no clock is read)."""
+    wait, deadline = 6.0, 10.0
+    github = provider_for(server)
+    runs: list[str] = []
+
+    @tool(requires_auth=github.with_scopes("repo"), read_only=True)
+    async def whoami(context: ToolContext) -> str:
+        """Who the user is at GitHub."""
+        assert context.auth_token is not None
+        runs.append(context.auth_token)
+        if len(runs) in (1, 3):  # the first attempt of each run
+            raise NetworkTransportError(
+                "unreachable", kind=ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE
+            )
+        if len(runs) == 2:  # the provider no longer honours the token: a 401
+            server.expire_user("alice")
+        async with httpx.AsyncClient(trust_env=False) as client:
+            tdk.http.install(client)
+            answered = await client.get(
+                server.user_url, headers={"Authorization": f"Bearer {context.auth_token}"}
+            )
+        return str(answered.json()["login"])
+
+    async def sleep(seconds: float) -> None:  # (the runner counts the waits it asked for)
+        await asyncio.sleep(0)
+
+    store = InMemoryTokenStore()
+    runner = ToolRunner(
+        Toolkit("github", [whoami]),
+        user_auth=UserAuth(store, redirect_uri=server.callback, secrets=client_secrets()),
+        state_key=b"k" * 32,
+        deadline=deadline,
+        retry=RetryPolicy(max_attempts=2, initial_delay=wait, jitter=False),
+        sleep=sleep,
+    )
+    run(seed_tokens(server, store, "alice", expires_in=3600))
+
+    result = run(runner.run("whoami", {}, context=ALICE))
+
+    assert server.grants["refresh_token"] == 1  # the 401 was one forced refresh
+    assert len(runs) == 3, result.to_dict()  # and one more run, not waited for twice
+    assert result.kind == ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE
