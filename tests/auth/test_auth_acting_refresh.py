@@ -8,6 +8,7 @@ loopback "GitHub" (``_oauth_provider_server``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -359,3 +360,61 @@ def test_the_run_after_a_401_spends_what_is_left_of_the_calls_deadline(
     assert server.grants["refresh_token"] == 1  # the 401 was one forced refresh
     assert len(runs) == 3, result.to_dict()  # and one more run, not waited for twice
     assert result.kind == ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE
+
+
+class _HeldPuts:
+    """A token store (over an :class:`InMemoryTokenStore`) whose writes wait for
+    :attr:`release`, and which notes its deletions and the locks asked of it."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryTokenStore()
+        self.put_reached = asyncio.Event()
+        self.release = asyncio.Event()
+        self.deleted = asyncio.Event()
+        self.second_lock = asyncio.Event()
+        self._locks = 0
+
+    async def get(self, user: str, provider: str) -> TokenSet | None:
+        return await self.inner.get(user, provider)
+
+    async def put(self, user: str, provider: str, tokens: TokenSet) -> None:
+        self.put_reached.set()
+        await self.release.wait()
+        await self.inner.put(user, provider, tokens)
+
+    async def delete(self, user: str, provider: str) -> None:
+        await self.inner.delete(user, provider)
+        self.deleted.set()
+
+    def lock(
+        self, user: str, provider: str, *, hold: float = 30.0, wait: float = 30.0
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        self._locks += 1
+        if self._locks >= 2:
+            self.second_lock.set()
+        return self.inner.lock(user, provider, hold=hold, wait=wait)
+
+
+def test_signing_out_during_a_refresh_keeps_nothing(server: OAuthProviderServer) -> None:
+    """A sign-out while a refresh is on its way (the provider answered, the new tokens not
+    yet kept): the refresh cannot keep them again after the sign-out forgot them."""
+    github = provider_for(server)
+
+    async def scenario() -> TokenSet | None:
+        store = _HeldPuts()
+        await seed_tokens(server, store.inner, "alice", expires_in=EXPIRING)
+        user_auth = UserAuth(store, redirect_uri=server.callback, secrets=client_secrets())
+        refreshing = asyncio.create_task(user_auth.current("alice", github))
+        await store.put_reached.wait()  # the provider has answered the refresh
+        signing_out = asyncio.create_task(user_auth.sign_out("alice", github))
+        # (the sign-out has forgotten the tokens, or waits for the refresh's lock)
+        waits = [asyncio.create_task(event.wait()) for event in (store.deleted, store.second_lock)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for each in waits:
+            each.cancel()
+        store.release.set()
+        await refreshing
+        await signing_out
+        return await store.inner.get("alice", "github")
+
+    assert run(scenario()) is None
