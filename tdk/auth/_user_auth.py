@@ -265,6 +265,13 @@ class UserAuth:
             answer = {**answer, "scope": " ".join(scopes)}
         return _token_set(answer, previous=None)
 
+    async def keep(self, user: str, provider: OAuthProvider, tokens: TokenSet) -> None:
+        """Keep ``tokens`` (a sign-in's) as those of ``user`` at ``provider``, under the
+        store's lock: a refresh of the tokens they replace, in progress, cannot write over
+        them after. Raises :class:`~tdk.auth.TokenStoreError` and ``TimeoutError``."""
+        async with self._locked(user, provider):
+            await self.store.put(user, provider.name, tokens)
+
     async def sign_out(self, user: str, provider: OAuthProvider) -> None:
         """Forget the tokens of ``user`` at ``provider``, revoking them there first when the
         provider has a revocation endpoint (RFC 7009; a failure to revoke does not keep

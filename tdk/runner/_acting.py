@@ -219,7 +219,7 @@ class Acting:
         except Exception:  # ProviderError, in tdk's words; logged by the caller's server
             return Authorization(False, provider.name, "exchange_failed")
         try:
-            await self._auth.store.put(user_id or "", provider.name, tokens)
+            await self._auth.keep(user_id or "", provider, tokens)
             reason = "attached"
         except Exception:
             reason = "store_unavailable"

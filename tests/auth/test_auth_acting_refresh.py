@@ -25,6 +25,7 @@ from _acting_support import (
     github_tools,
     run,
     seed_tokens,
+    sign_in,
 )
 from _authlib_loopback import Mode
 from _oauth_provider_server import (
@@ -364,10 +365,13 @@ def test_the_run_after_a_401_spends_what_is_left_of_the_calls_deadline(
 
 class _HeldPuts:
     """A token store (over an :class:`InMemoryTokenStore`) whose writes wait for
-    :attr:`release`, and which notes its deletions and the locks asked of it."""
+    :attr:`release` (all, or the next :attr:`held` of them), and which notes its writes,
+    deletions and the locks asked of it."""
 
     def __init__(self) -> None:
         self.inner = InMemoryTokenStore()
+        self.held: int | None = None
+        self.kept = asyncio.Event()
         self.put_reached = asyncio.Event()
         self.release = asyncio.Event()
         self.deleted = asyncio.Event()
@@ -379,8 +383,12 @@ class _HeldPuts:
 
     async def put(self, user: str, provider: str, tokens: TokenSet) -> None:
         self.put_reached.set()
-        await self.release.wait()
+        if self.held is None or self.held > 0:
+            if self.held is not None:
+                self.held -= 1
+            await self.release.wait()
         await self.inner.put(user, provider, tokens)
+        self.kept.set()
 
     async def delete(self, user: str, provider: str) -> None:
         await self.inner.delete(user, provider)
@@ -418,3 +426,41 @@ def test_signing_out_during_a_refresh_keeps_nothing(server: OAuthProviderServer)
         return await store.inner.get("alice", "github")
 
     assert run(scenario()) is None
+
+
+def test_a_refresh_in_progress_does_not_write_over_a_new_sign_in(
+    server: OAuthProviderServer,
+) -> None:
+    """Alice completes a new sign-in while a refresh of her older tokens is on its way (the
+    provider answered it, the refreshed tokens not yet kept): the sign-in's tokens are
+    those kept in the end, not the refreshed older ones."""
+    github = provider_for(server)
+    seen = Seen()
+
+    async def scenario() -> tuple[str, TokenSet | None, TokenSet | None]:
+        store = _HeldPuts()
+        runner = acting_runner(server, github_tools(server, github, seen), store)
+        assert runner.user_auth is not None
+        pending = await runner.run("whoami", {}, context=ALICE)
+        params = await asyncio.to_thread(sign_in, server, pending, "alice")
+        await seed_tokens(server, store.inner, "alice", expires_in=EXPIRING)  # her older ones
+        refreshing = asyncio.create_task(runner.user_auth.current("alice", github))
+        await store.put_reached.wait()  # the provider has answered the refresh
+        store.held = 0  # (the callback's write is not held)
+        completing = asyncio.create_task(runner.complete_authorization(params, user_id="alice"))
+        # (the callback has kept its tokens, or waits for the refresh's lock)
+        waits = [asyncio.create_task(event.wait()) for event in (store.kept, store.second_lock)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for each in waits:
+            each.cancel()
+        store.release.set()
+        refreshed = await refreshing
+        outcome = await completing
+        return outcome.reason, refreshed, await store.inner.get("alice", "github")
+
+    reason, refreshed, kept = run(scenario())
+
+    assert reason == "attached"
+    assert refreshed is not None
+    assert kept is not None
+    assert fingerprint(kept.access_token) != fingerprint(refreshed.access_token)
