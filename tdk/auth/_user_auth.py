@@ -158,10 +158,19 @@ class UserAuth:
             return None
         if tokens.access_token != used:  # renewed by another call already
             return tokens
-        if tokens.refresh_token is None:  # refused, and nothing to renew it with: forgotten,
-            await self.store.delete(user, provider.name)  # (not tried again on the next call)
-            return None
+        if tokens.refresh_token is None:  # refused, and nothing to renew it with: forgotten
+            return await self._forgotten(user, provider, used)  # (not tried on the next call)
         return await self._refreshed(user, provider, tokens)
+
+    async def _forgotten(self, user: str, provider: OAuthProvider, used: str) -> TokenSet | None:
+        """Forget the tokens of ``user`` at ``provider`` whose access token ``used`` was
+        refused, under the store's lock; those a sign-in kept meanwhile are kept (and given)."""
+        async with self._locked(user, provider):
+            tokens = await self.store.get(user, provider.name)
+            if tokens is None or tokens.access_token != used:
+                return tokens
+            await self.store.delete(user, provider.name)
+            return None
 
     async def _refreshed(
         self, user: str, provider: OAuthProvider, stale: TokenSet

@@ -365,12 +365,14 @@ def test_the_run_after_a_401_spends_what_is_left_of_the_calls_deadline(
 
 class _HeldPuts:
     """A token store (over an :class:`InMemoryTokenStore`) whose writes wait for
-    :attr:`release` (all, or the next :attr:`held` of them), and which notes its writes,
+    :attr:`release` (all, or the next :attr:`held` of them; deletions too with
+    :attr:`hold_deletes`), and which notes its writes,
     deletions and the locks asked of it."""
 
     def __init__(self) -> None:
         self.inner = InMemoryTokenStore()
         self.held: int | None = None
+        self.hold_deletes = False
         self.kept = asyncio.Event()
         self.put_reached = asyncio.Event()
         self.release = asyncio.Event()
@@ -391,6 +393,8 @@ class _HeldPuts:
         self.kept.set()
 
     async def delete(self, user: str, provider: str) -> None:
+        if self.hold_deletes:
+            await self.release.wait()
         await self.inner.delete(user, provider)
         self.deleted.set()
 
@@ -464,3 +468,32 @@ def test_a_refresh_in_progress_does_not_write_over_a_new_sign_in(
     assert refreshed is not None
     assert kept is not None
     assert fingerprint(kept.access_token) != fingerprint(refreshed.access_token)
+
+
+def test_forgetting_a_refused_token_keeps_a_new_sign_in(server: OAuthProviderServer) -> None:
+    """A refused access token with no refresh token is forgotten; tokens a sign-in keeps
+    meanwhile (between the read and the deletion) are not."""
+    github = provider_for(server)
+
+    async def scenario() -> tuple[TokenSet | None, TokenSet | None]:
+        store = _HeldPuts()
+        store.held, store.hold_deletes = 0, True
+        await store.inner.put("alice", "github", TokenSet("refused-token"))
+        user_auth = UserAuth(store, redirect_uri=server.callback, secrets=client_secrets())
+        renewing = asyncio.create_task(user_auth.renewed("alice", github, "refused-token"))
+        signed_in = TokenSet("new-token", refresh_token="new-refresh")
+        keeping = asyncio.create_task(user_auth.keep("alice", github, signed_in))
+        # (the sign-in has kept its tokens, or waits for the lock of the forgetting)
+        waits = [asyncio.create_task(event.wait()) for event in (store.kept, store.second_lock)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for each in waits:
+            each.cancel()
+        store.release.set()
+        await keeping
+        return await renewing, await store.inner.get("alice", "github")
+
+    given, kept = run(scenario())
+
+    assert given is None  # (the call asks again: a link of its own, harmless)
+    assert kept is not None
+    assert kept.access_token == "new-token"
