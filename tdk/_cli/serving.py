@@ -176,7 +176,13 @@ def _serve_runner(
             streams.say(f"tdk serve: {refused}")
         return 2
     if seat is None or seat.index == 0:  # (said by one worker)
-        _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
+        _say_what_is_missing(
+            toolkit,
+            context,
+            streams,
+            authenticated=options.auth is not None,
+            acting=runner.user_auth is not None,
+        )
         _say_where_sign_ins_go(options, runner, streams, workers=seat is not None)
     if seat is not None and seat.index == 0 and runner.stats().store == "local":
         streams.say(
@@ -270,12 +276,25 @@ def _say_where_sign_ins_go(
 
 
 def _say_what_is_missing(
-    toolkit: Toolkit, context: ToolContext, streams: ServedStreams, *, authenticated: bool
+    toolkit: Toolkit,
+    context: ToolContext,
+    streams: ServedStreams,
+    *,
+    authenticated: bool,
+    acting: bool,
 ) -> None:
     """Tell the operator which tools will not run: a secret not in the environment, scopes
-    no caller can hold without authentication."""
+    no caller can hold without authentication, a user's token no runner gets (served
+    without a runner given ``user_auth``)."""
     for item in toolkit:
         needs = item.definition.requirements
+        if needs.auth is not None and not acting:
+            streams.say(
+                f"tdk serve: {item.name} acts as the user at '{needs.auth.provider}', but the "
+                "served runner has no user_auth: its calls will answer "
+                "TOOL_RUNTIME_MISSING_REQUIREMENT (serve a ToolRunner given a UserAuth: "
+                "docs/auth.md)"
+            )
         for secret in needs.secrets:
             if secret not in context.secrets:
                 streams.say(
