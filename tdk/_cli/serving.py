@@ -39,7 +39,6 @@ from tdk._cli.served_streams import ServedStreams, served_streams
 from tdk._cli.streams import flush_stdout
 from tdk._cli.targets import Target
 from tdk._cli.workers import Seat, say_ready, watch_lifeline
-from tdk._define.toolkit import Toolkit
 from tdk._execution.context import ToolContext
 from tdk._execution.default import Default
 from tdk._execution.loop import run_in_new_loop
@@ -176,7 +175,7 @@ def _serve_runner(
             streams.say(f"tdk serve: {refused}")
         return 2
     if seat is None or seat.index == 0:  # (said by one worker)
-        _say_what_is_missing(toolkit, context, streams, authenticated=options.auth is not None)
+        _say_what_is_missing(runner, context, streams, authenticated=options.auth is not None)
         _say_where_sign_ins_go(options, runner, streams, workers=seat is not None)
     if seat is not None and seat.index == 0 and runner.stats().store == "local":
         streams.say(
@@ -270,12 +269,20 @@ def _say_where_sign_ins_go(
 
 
 def _say_what_is_missing(
-    toolkit: Toolkit, context: ToolContext, streams: ServedStreams, *, authenticated: bool
+    runner: ToolRunner, context: ToolContext, streams: ServedStreams, *, authenticated: bool
 ) -> None:
-    """Tell the operator which tools will not run: a secret not in the environment, scopes
-    no caller can hold without authentication."""
-    for item in toolkit:
+    """Tell the operator which tools of ``runner`` will not run: a secret not in the
+    environment, scopes no caller can hold without authentication, a user's token no runner
+    gets (a runner not given ``user_auth``)."""
+    for item in runner.toolkit:
         needs = item.definition.requirements
+        if needs.auth is not None and runner.user_auth is None:
+            streams.say(
+                f"tdk serve: {item.name} acts as the user at '{needs.auth.provider}', but the "
+                "served runner has no user_auth: its calls will answer "
+                "TOOL_RUNTIME_MISSING_REQUIREMENT (serve a ToolRunner given a UserAuth: "
+                "docs/auth.md)"
+            )
         for secret in needs.secrets:
             if secret not in context.secrets:
                 streams.say(

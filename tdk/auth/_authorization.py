@@ -75,6 +75,7 @@ class ProviderError(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+        """``"refused"`` (authorize again) or ``"unavailable"`` (try again later)."""
 
 
 class TokenStoreError(RuntimeError):

@@ -158,10 +158,19 @@ class UserAuth:
             return None
         if tokens.access_token != used:  # renewed by another call already
             return tokens
-        if tokens.refresh_token is None:  # refused, and nothing to renew it with: forgotten,
-            await self.store.delete(user, provider.name)  # (not tried again on the next call)
-            return None
+        if tokens.refresh_token is None:  # refused, and nothing to renew it with: forgotten
+            return await self._forgotten(user, provider, used)  # (not tried on the next call)
         return await self._refreshed(user, provider, tokens)
+
+    async def _forgotten(self, user: str, provider: OAuthProvider, used: str) -> TokenSet | None:
+        """Forget the tokens of ``user`` at ``provider`` whose access token ``used`` was
+        refused, under the store's lock; those a sign-in kept meanwhile are kept (and given)."""
+        async with self._locked(user, provider):
+            tokens = await self.store.get(user, provider.name)
+            if tokens is None or tokens.access_token != used:
+                return tokens
+            await self.store.delete(user, provider.name)
+            return None
 
     async def _refreshed(
         self, user: str, provider: OAuthProvider, stale: TokenSet
@@ -186,10 +195,7 @@ class UserAuth:
         self, user: str, provider: OAuthProvider, stale: TokenSet
     ) -> TokenSet | None:
         """See :meth:`_refreshed`: the refresh itself, under the store's lock."""
-        # (held longer than the exchange may take: expired meanwhile, another worker would
-        # refresh with the same refresh token, refused once rotated, and forget the tokens)
-        hold = max(LOCK_HOLD, self._timeout * 2)
-        async with self.store.lock(user, provider.name, hold=hold, wait=self._timeout * 3):
+        async with self._locked(user, provider):
             tokens = await self.store.get(user, provider.name)
             if tokens is None:
                 return None  # forgotten meanwhile (refused, signed out)
@@ -215,6 +221,16 @@ class UserAuth:
             renewed = _token_set(answer, previous=tokens)
             await self.store.put(user, provider.name, renewed)  # (rotated: both in one write)
             return renewed
+
+    def _locked(
+        self, user: str, provider: OAuthProvider
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """The store's lock of the tokens of ``user`` at ``provider``, for a change that
+        must not interleave with a refresh."""
+        # (held longer than the exchange may take: expired meanwhile, another worker would
+        # refresh with the same refresh token, refused once rotated, and forget the tokens)
+        hold = max(LOCK_HOLD, self._timeout * 2)
+        return self.store.lock(user, provider.name, hold=hold, wait=self._timeout * 3)
 
     def authorization_url(
         self, provider: OAuthProvider, scopes: tuple[str, ...], state: str, verifier: str
@@ -258,12 +274,20 @@ class UserAuth:
             answer = {**answer, "scope": " ".join(scopes)}
         return _token_set(answer, previous=None)
 
+    async def keep(self, user: str, provider: OAuthProvider, tokens: TokenSet) -> None:
+        """Keep ``tokens`` (a sign-in's) as those of ``user`` at ``provider``, under the
+        store's lock: a refresh of the tokens they replace, in progress, cannot write over
+        them after. Raises :class:`~tdk.auth.TokenStoreError` and ``TimeoutError``."""
+        async with self._locked(user, provider):
+            await self.store.put(user, provider.name, tokens)
+
     async def sign_out(self, user: str, provider: OAuthProvider) -> None:
         """Forget the tokens of ``user`` at ``provider``, revoking them there first when the
         provider has a revocation endpoint (RFC 7009; a failure to revoke does not keep
-        them)."""
-        tokens = await self.store.get(user, provider.name)
-        await self.store.delete(user, provider.name)
+        them). Under the store's lock: a refresh in progress cannot keep them again after."""
+        async with self._locked(user, provider):
+            tokens = await self.store.get(user, provider.name)
+            await self.store.delete(user, provider.name)
         if tokens is None or provider.revocation_url is None:
             return
         hints = (("refresh_token", tokens.refresh_token), ("access_token", tokens.access_token))

@@ -96,8 +96,11 @@ class Login:
         timeout: float = FETCH_TIMEOUT,
     ) -> None:
         self.verifier = verifier
+        """The server's verifier: its issuer signs the browser in, its check names who."""
         self.resource = resource
+        """This server's resource URL, asked for at the issuer (RFC 8707)."""
         self.redirect_uri = redirect_uri
+        """The callback's URL, where the issuer sends the browser back."""
         self._client_id = client_id
         pair = f"{quote_plus(client_id)}:{quote_plus(client_secret)}".encode()
         self._basic = "Basic " + base64.b64encode(pair).decode("ascii")

@@ -130,7 +130,9 @@ class Acting:
             return _turned_back(call, _unavailable(provider, failed))
         if renewed is None:
             return self._ask(call, user, requirement, ())
-        return await guarded(_acting_as(call, renewed.access_token))
+        again = _acting_as(call, renewed.access_token)
+        again.deadline = acting.deadline  # (one call: the run again has what is left of it)
+        return await guarded(again)
 
     def _ask(
         self,
@@ -217,7 +219,7 @@ class Acting:
         except Exception:  # ProviderError, in tdk's words; logged by the caller's server
             return Authorization(False, provider.name, "exchange_failed")
         try:
-            await self._auth.store.put(user_id or "", provider.name, tokens)
+            await self._auth.keep(user_id or "", provider, tokens)
             reason = "attached"
         except Exception:
             reason = "store_unavailable"

@@ -11,10 +11,13 @@ import asyncio
 import json
 import logging
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -559,3 +562,46 @@ def test_two_providers_of_one_name_are_refused(server: OAuthProviderServer) -> N
     user_auth = UserAuth(redirect_uri=server.callback, secrets=client_secrets())
     with pytest.raises(ValueError, match="two different providers are named 'github'"):
         ToolRunner(Toolkit("kit", [one, two]), user_auth=user_auth)
+
+
+_SERVED_WITHOUT_USER_AUTH = """
+from tdk import ToolContext, tool
+from tdk.auth import OAuthProvider
+
+GITHUB = OAuthProvider(
+    name="github",
+    authorize_url="http://127.0.0.1:9/authorize",
+    token_url="http://127.0.0.1:9/token",
+    client_id_from="GITHUB_CLIENT_ID",
+)
+
+
+@tool(requires_auth=GITHUB.with_scopes("repo"))
+def whoami(context: ToolContext) -> str:
+    \"\"\"Who the user is at GitHub.\"\"\"
+    return "someone"
+"""
+
+
+def test_tdk_serve_says_a_tool_acting_as_the_user_needs_a_runner_with_user_auth(
+    tmp_path: Path,
+) -> None:
+    """Served without a runner given ``user_auth`` (a module's tools, a plain toolkit), a
+    tool acting as the user cannot run: the operator is told at start, as for a secret."""
+    tools = tmp_path / "github_tools.py"
+    tools.write_text(_SERVED_WITHOUT_USER_AUTH)
+    ended = subprocess.run(
+        [sys.executable, "-m", "tdk", "serve", str(tools)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert ended.returncode == 0, ended.stderr
+    said = (
+        "tdk serve: whoami acts as the user at 'github', but the served runner has no "
+        "user_auth: its calls will answer TOOL_RUNTIME_MISSING_REQUIREMENT"
+    )
+    assert ended.stderr.count(said) == 1, ended.stderr

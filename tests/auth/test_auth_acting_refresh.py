@@ -8,6 +8,7 @@ loopback "GitHub" (``_oauth_provider_server``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from _acting_support import (
     github_tools,
     run,
     seed_tokens,
+    sign_in,
 )
 from _authlib_loopback import Mode
 from _oauth_provider_server import (
@@ -34,8 +36,10 @@ from _oauth_provider_server import (
     provider_for,
 )
 
-from tdk import ErrorKind, ToolContext, ToolResult
-from tdk.auth import InMemoryTokenStore, TokenSet
+import tdk.http
+from tdk import ErrorKind, RetryPolicy, ToolContext, Toolkit, ToolResult, tool
+from tdk.auth import InMemoryTokenStore, TokenSet, UserAuth
+from tdk.errors import NetworkTransportError
 from tdk.runner import ToolRunner
 
 ALICE = ToolContext(user_id="alice")
@@ -306,3 +310,190 @@ def test_a_401_after_a_write_of_the_attempt_is_not_run_again(
     assert seen.runs == {"write_then_read": 1}
     assert server.repos_created == [("alice", "once")]
     assert "refresh_token" not in server.grants
+
+
+def test_the_run_after_a_401_spends_what_is_left_of_the_calls_deadline(
+    server: OAuthProviderServer,
+) -> None:
+    """The run after a forced refresh is the same call: its ``deadline`` (the whole call,
+    attempts and waits) goes on, not a fresh one. Each run fails once (unreachable) and
+    waits ``WAIT`` before its retry; the first run's retry gets the 401. Two waits pass the
+    deadline: the second run's retry is not waited for (the runner's fake sleep counts the
+    waits, no clock is read)."""
+    wait, deadline = 6.0, 10.0
+    github = provider_for(server)
+    runs: list[str] = []
+
+    @tool(requires_auth=github.with_scopes("repo"), read_only=True)
+    async def whoami(context: ToolContext) -> str:
+        """Who the user is at GitHub."""
+        assert context.auth_token is not None
+        runs.append(context.auth_token)
+        if len(runs) in (1, 3):  # the first attempt of each run
+            raise NetworkTransportError(
+                "unreachable", kind=ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE
+            )
+        if len(runs) == 2:  # the provider no longer honours the token: a 401
+            server.expire_user("alice")
+        async with httpx.AsyncClient(trust_env=False) as client:
+            tdk.http.install(client)
+            answered = await client.get(
+                server.user_url, headers={"Authorization": f"Bearer {context.auth_token}"}
+            )
+        return str(answered.json()["login"])
+
+    async def sleep(seconds: float) -> None:  # (the runner counts the waits it asked for)
+        await asyncio.sleep(0)
+
+    store = InMemoryTokenStore()
+    runner = ToolRunner(
+        Toolkit("github", [whoami]),
+        user_auth=UserAuth(store, redirect_uri=server.callback, secrets=client_secrets()),
+        state_key=b"k" * 32,
+        deadline=deadline,
+        retry=RetryPolicy(max_attempts=2, initial_delay=wait, jitter=False),
+        sleep=sleep,
+    )
+    run(seed_tokens(server, store, "alice", expires_in=3600))
+
+    result = run(runner.run("whoami", {}, context=ALICE))
+
+    assert server.grants["refresh_token"] == 1  # the 401 was one forced refresh
+    assert len(runs) == 3, result.to_dict()  # and one more run, not waited for twice
+    assert result.kind == ErrorKind.NETWORK_TRANSPORT_RUNTIME_UNREACHABLE
+
+
+class _HeldPuts:
+    """A token store (over an :class:`InMemoryTokenStore`) whose writes wait for
+    :attr:`release` (all, or the next :attr:`held` of them; deletions too with
+    :attr:`hold_deletes`), and which notes its writes,
+    deletions and the locks asked of it."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryTokenStore()
+        self.held: int | None = None
+        self.hold_deletes = False
+        self.kept = asyncio.Event()
+        self.put_reached = asyncio.Event()
+        self.release = asyncio.Event()
+        self.deleted = asyncio.Event()
+        self.second_lock = asyncio.Event()
+        self._locks = 0
+
+    async def get(self, user: str, provider: str) -> TokenSet | None:
+        return await self.inner.get(user, provider)
+
+    async def put(self, user: str, provider: str, tokens: TokenSet) -> None:
+        self.put_reached.set()
+        if self.held is None or self.held > 0:
+            if self.held is not None:
+                self.held -= 1
+            await self.release.wait()
+        await self.inner.put(user, provider, tokens)
+        self.kept.set()
+
+    async def delete(self, user: str, provider: str) -> None:
+        if self.hold_deletes:
+            await self.release.wait()
+        await self.inner.delete(user, provider)
+        self.deleted.set()
+
+    def lock(
+        self, user: str, provider: str, *, hold: float = 30.0, wait: float = 30.0
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        self._locks += 1
+        if self._locks >= 2:
+            self.second_lock.set()
+        return self.inner.lock(user, provider, hold=hold, wait=wait)
+
+
+def test_signing_out_during_a_refresh_keeps_nothing(server: OAuthProviderServer) -> None:
+    """A sign-out while a refresh is on its way (the provider answered, the new tokens not
+    yet kept): the refresh cannot keep them again after the sign-out forgot them."""
+    github = provider_for(server)
+
+    async def scenario() -> TokenSet | None:
+        store = _HeldPuts()
+        await seed_tokens(server, store.inner, "alice", expires_in=EXPIRING)
+        user_auth = UserAuth(store, redirect_uri=server.callback, secrets=client_secrets())
+        refreshing = asyncio.create_task(user_auth.current("alice", github))
+        await store.put_reached.wait()  # the provider has answered the refresh
+        signing_out = asyncio.create_task(user_auth.sign_out("alice", github))
+        # (the sign-out has forgotten the tokens, or waits for the refresh's lock)
+        waits = [asyncio.create_task(event.wait()) for event in (store.deleted, store.second_lock)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for each in waits:
+            each.cancel()
+        store.release.set()
+        await refreshing
+        await signing_out
+        return await store.inner.get("alice", "github")
+
+    assert run(scenario()) is None
+
+
+def test_a_refresh_in_progress_does_not_write_over_a_new_sign_in(
+    server: OAuthProviderServer,
+) -> None:
+    """Alice completes a new sign-in while a refresh of her older tokens is on its way (the
+    provider answered it, the refreshed tokens not yet kept): the sign-in's tokens are
+    those kept in the end, not the refreshed older ones."""
+    github = provider_for(server)
+    seen = Seen()
+
+    async def scenario() -> tuple[str, TokenSet | None, TokenSet | None]:
+        store = _HeldPuts()
+        runner = acting_runner(server, github_tools(server, github, seen), store)
+        assert runner.user_auth is not None
+        pending = await runner.run("whoami", {}, context=ALICE)
+        params = await asyncio.to_thread(sign_in, server, pending, "alice")
+        await seed_tokens(server, store.inner, "alice", expires_in=EXPIRING)  # her older ones
+        refreshing = asyncio.create_task(runner.user_auth.current("alice", github))
+        await store.put_reached.wait()  # the provider has answered the refresh
+        store.held = 0  # (the callback's write is not held)
+        completing = asyncio.create_task(runner.complete_authorization(params, user_id="alice"))
+        # (the callback has kept its tokens, or waits for the refresh's lock)
+        waits = [asyncio.create_task(event.wait()) for event in (store.kept, store.second_lock)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for each in waits:
+            each.cancel()
+        store.release.set()
+        refreshed = await refreshing
+        outcome = await completing
+        return outcome.reason, refreshed, await store.inner.get("alice", "github")
+
+    reason, refreshed, kept = run(scenario())
+
+    assert reason == "attached"
+    assert refreshed is not None
+    assert kept is not None
+    assert fingerprint(kept.access_token) != fingerprint(refreshed.access_token)
+
+
+def test_forgetting_a_refused_token_keeps_a_new_sign_in(server: OAuthProviderServer) -> None:
+    """A refused access token with no refresh token is forgotten; tokens a sign-in keeps
+    meanwhile (between the read and the deletion) are not."""
+    github = provider_for(server)
+
+    async def scenario() -> tuple[TokenSet | None, TokenSet | None]:
+        store = _HeldPuts()
+        store.held, store.hold_deletes = 0, True
+        await store.inner.put("alice", "github", TokenSet("refused-token"))
+        user_auth = UserAuth(store, redirect_uri=server.callback, secrets=client_secrets())
+        renewing = asyncio.create_task(user_auth.renewed("alice", github, "refused-token"))
+        signed_in = TokenSet("new-token", refresh_token="new-refresh")
+        keeping = asyncio.create_task(user_auth.keep("alice", github, signed_in))
+        # (the sign-in has kept its tokens, or waits for the lock of the forgetting)
+        waits = [asyncio.create_task(event.wait()) for event in (store.kept, store.second_lock)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for each in waits:
+            each.cancel()
+        store.release.set()
+        await keeping
+        return await renewing, await store.inner.get("alice", "github")
+
+    given, kept = run(scenario())
+
+    assert given is None  # (the call asks again: a link of its own, harmless)
+    assert kept is not None
+    assert kept.access_token == "new-token"
