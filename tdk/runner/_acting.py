@@ -118,7 +118,7 @@ class Acting:
         except Exception as failed:  # the provider or the store: no token, never a stale one
             return _turned_back(call, _unavailable(provider, failed))
         if tokens is None or not _holds(tokens.scopes, requirement.scopes):
-            granted = () if tokens is None else tuple(tokens.scopes)
+            granted = () if tokens is None else tuple(sorted(tokens.scopes))
             return self._ask(call, user, requirement, granted)
         acting = _acting_as(call, tokens.access_token)
         result = await guarded(acting)
