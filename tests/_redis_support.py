@@ -9,12 +9,14 @@ again on the same port mid-test, as an outage and its end. Nothing here skips: w
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Final
 
 #: How long a starting server has to answer PING.
 START_TIMEOUT = 10.0
@@ -22,12 +24,26 @@ START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
 
 
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 that nothing listens on (at the time of asking)."""
+#: The highest port a Redis Cluster node can use: its cluster bus is its port + 10000.
+CLUSTER_PORT_MAX: Final = 55535
+
+
+def free_port(*, highest: int = 65535) -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on (at the time of asking), at most
+    ``highest`` (the system's choice, else one picked among the lower ports)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
-    return port
+    for candidate in [port, *random.sample(range(20000, highest + 1), 200)]:
+        if candidate > highest:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+        return candidate
+    raise RuntimeError(f"no free port of 127.0.0.1 at most {highest}")
 
 
 def command(port: int, *args: str, timeout: float = 1.0) -> bytes:
@@ -57,7 +73,8 @@ class RedisServer:
             raise RuntimeError("redis-server is not installed (.ci/run installs it)")
         self.executable = executable
         self.directory = directory
-        self.port = free_port() if port is None else port
+        highest = CLUSTER_PORT_MAX if "--cluster-enabled" in extra else 65535
+        self.port = free_port(highest=highest) if port is None else port
         self.process: subprocess.Popen[bytes] | None = None
         self.log = directory / "redis.log"
         self.extra = tuple(extra)
@@ -100,6 +117,8 @@ class RedisServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 stderr = self.process.stderr.read().decode() if self.process.stderr else ""
+                if self.process.stderr is not None:
+                    self.process.stderr.close()
                 self.process = None
                 raise RuntimeError(f"redis-server exited at start: {stderr}{self._log_tail()}")
             with contextlib.suppress(OSError):
