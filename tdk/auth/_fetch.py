@@ -10,18 +10,41 @@ redacted, the reason in words of tdk's own, never the foreign exception's text.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Collection, Mapping
 from typing import Any, Final
+from urllib.parse import quote_plus
 
 import httpx
 
-__all__ = ["FETCH_TIMEOUT", "MAX_BODY", "FetchError", "fetch_json"]
+__all__ = [
+    "FETCH_TIMEOUT",
+    "MAX_BODY",
+    "MAX_TOKEN_ANSWER",
+    "TOKEN_STATUSES",
+    "FetchError",
+    "client_basic",
+    "fetch_json",
+]
 
 #: Seconds one fetch may take, from the connection to the last byte of the body.
 FETCH_TIMEOUT: Final = 5.0
 #: The largest body read, in bytes (a JWKS of a few dozen keys is under 50 KB).
 MAX_BODY: Final = 256 * 1024
+
+
+#: The largest answer of a token endpoint read, in bytes (a token answer is far smaller).
+MAX_TOKEN_ANSWER: Final = 64 * 1024
+#: The statuses a token endpoint answers with JSON (its errors: RFC 6749 section 5.2).
+TOKEN_STATUSES: Final = (200, 400, 401)
+
+
+def client_basic(client_id: str, secret: str) -> str:
+    """The ``Authorization`` header of an OAuth client authenticating with HTTP Basic: its
+    id and secret each form-encoded first (RFC 6749 section 2.3.1)."""
+    pair = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode()
+    return "Basic " + base64.b64encode(pair).decode("ascii")
 
 
 class FetchError(Exception):

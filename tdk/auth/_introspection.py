@@ -14,7 +14,6 @@ Every request is introspected (no cache): a revoked token stops working at once.
 
 from __future__ import annotations
 
-import base64
 import logging
 import math
 import os
@@ -22,7 +21,6 @@ import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final
-from urllib.parse import quote
 
 import httpx
 from mcp.server.auth.provider import AccessToken
@@ -30,7 +28,7 @@ from mcp.server.auth.provider import AccessToken
 from tdk._execution.seconds import finite
 from tdk._failures.redact import redact_url
 from tdk.auth._caller import LEEWAY, MAX_TOKEN_LENGTH, access_token, refused
-from tdk.auth._fetch import FETCH_TIMEOUT, FetchError, fetch_json
+from tdk.auth._fetch import FETCH_TIMEOUT, FetchError, client_basic, fetch_json
 from tdk.auth._urls import checked_url, seconds_option
 
 __all__ = ["CLIENT_ID_VARIABLE", "CLIENT_SECRET_VARIABLE", "IntrospectionVerifier"]
@@ -71,8 +69,7 @@ class IntrospectionVerifier:
         self.issuer: Final = checked_url(issuer, "the issuer")
         if not client_id or not client_secret:
             raise ValueError("the client id and secret of the introspection must not be empty")
-        pair = f"{quote(client_id, safe='')}:{quote(client_secret, safe='')}"
-        self._authorization = "Basic " + base64.b64encode(pair.encode()).decode()
+        self._authorization = client_basic(client_id, client_secret)
         self.audience: Final = audience
         self._leeway = seconds_option(leeway, "leeway", zero=True)
         self._timeout = seconds_option(timeout, "timeout")

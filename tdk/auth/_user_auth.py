@@ -13,38 +13,34 @@ refreshed them while this one waited), and a rotated refresh token is saved with
 token in one write. ``scope`` is not sent on refresh unless the provider says so.
 
 Every exchange with the provider is bounded (:data:`TOKEN_TIMEOUT` unless given, and
-:data:`MAX_ANSWER` bytes, uncompressed) and fails as :class:`ProviderError` in tdk's own
-words: never the provider's text, never a token.
+:data:`~tdk.auth._fetch.MAX_TOKEN_ANSWER` bytes, uncompressed) and fails as
+:class:`ProviderError` in tdk's own words: never the provider's text, never a token.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import os
 import time
 from collections.abc import Mapping
 from typing import Any, Final
-from urllib.parse import quote_plus
 
 import httpx
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from tdk.auth._authorization import ProviderError
-from tdk.auth._fetch import FetchError, fetch_json
+from tdk.auth._fetch import MAX_TOKEN_ANSWER, TOKEN_STATUSES, FetchError, client_basic, fetch_json
 from tdk.auth._provider import OAuthProvider
 from tdk.auth._token_store import LOCK_HOLD, InMemoryTokenStore, TokenStore
 from tdk.auth._tokens import TokenSet
 from tdk.auth._urls import checked_url, seconds_option
 
-__all__ = ["MAX_ANSWER", "MAX_WAITING", "TOKEN_TIMEOUT", "ProviderError", "UserAuth"]
+__all__ = ["MAX_WAITING", "TOKEN_TIMEOUT", "ProviderError", "UserAuth"]
 
 #: Seconds one exchange with a token endpoint may take, by default.
 TOKEN_TIMEOUT: Final = 10.0
-#: The largest answer of a token endpoint read, in bytes.
-MAX_ANSWER: Final = 64 * 1024
 #: The errors of a token endpoint that mean the grant is gone: the user must authorize again
 #: (GitHub says ``bad_refresh_token`` for an expired or revoked refresh token). Not
 #: ``invalid_client``: a wrong client secret would then forget every user's tokens.
@@ -54,8 +50,6 @@ MAX_WAITING: Final = 64
 #: Seconds between two looks for tokens a sign-in is about to keep (the first; doubled to 2 s).
 _FIRST_LOOK: Final = 0.25
 _LAST_LOOK: Final = 2.0
-#: The statuses a token endpoint answers with JSON (its errors: RFC 6749 section 5.2).
-_ANSWERED: Final = (200, 400, 401)
 
 
 class UserAuth:
@@ -331,9 +325,8 @@ class UserAuth:
             body["client_id"] = client_id
         elif provider.token_auth == "client_secret_post":  # noqa: S105 (a method's name)
             body.update(client_id=client_id, client_secret=secret)
-        else:  # HTTP Basic, each part form-encoded first (RFC 6749 section 2.3.1)
-            pair = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode()
-            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        else:
+            headers["Authorization"] = client_basic(client_id, secret)
         try:
             async with httpx.AsyncClient(trust_env=False) as client:
                 return await fetch_json(
@@ -342,8 +335,8 @@ class UserAuth:
                     form=body,
                     headers=headers,
                     timeout=self._timeout,
-                    limit=MAX_ANSWER,
-                    statuses=_ANSWERED,
+                    limit=MAX_TOKEN_ANSWER,
+                    statuses=TOKEN_STATUSES,
                 )
         except FetchError as failed:  # (its text is tdk's own, without the URL)
             raise ProviderError(

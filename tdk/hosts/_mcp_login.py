@@ -32,12 +32,19 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
-from urllib.parse import quote_plus, urlencode
+from urllib.parse import urlencode
 
 import httpx
 
 from tdk.auth._caller import Verifier
-from tdk.auth._fetch import FETCH_TIMEOUT, FetchError, fetch_json
+from tdk.auth._fetch import (
+    FETCH_TIMEOUT,
+    MAX_TOKEN_ANSWER,
+    TOKEN_STATUSES,
+    FetchError,
+    client_basic,
+    fetch_json,
+)
 from tdk.auth._urls import checked_url
 from tdk.runner._seal import Sealer, TokenUnreadableError
 
@@ -54,10 +61,6 @@ LOGIN_EXPIRY: Final = 600.0
 #: The provider's parameters carried through the sign-in, and their most characters in all.
 CARRIED: Final = ("code", "state", "error")
 _MAX_CARRIED: Final = 4096
-#: The statuses a token endpoint answers with JSON (its errors: RFC 6749 section 5.2).
-_ANSWERED: Final = (200, 400, 401)
-#: The largest answer of the issuer read, in bytes.
-_MAX_ANSWER: Final = 64 * 1024
 
 #: What the person who opened the link is told when the sign-in here did not complete.
 NOT_SIGNED_IN: Final = (
@@ -102,8 +105,7 @@ class Login:
         self.redirect_uri = redirect_uri
         """The callback's URL, where the issuer sends the browser back."""
         self._client_id = client_id
-        pair = f"{quote_plus(client_id)}:{quote_plus(client_secret)}".encode()
-        self._basic = "Basic " + base64.b64encode(pair).decode("ascii")
+        self._basic = client_basic(client_id, client_secret)
         self._sealer = Sealer(client_secret, purpose=LOGIN_PURPOSE)
         self._timeout = timeout
         self._endpoints: tuple[str, str] | None = None
@@ -220,8 +222,8 @@ class Login:
                 form=form,
                 headers=headers,
                 timeout=self._timeout,
-                limit=_MAX_ANSWER,
-                statuses=_ANSWERED if form is not None else (200,),
+                limit=MAX_TOKEN_ANSWER,
+                statuses=TOKEN_STATUSES if form is not None else (200,),
             )
 
 

@@ -347,19 +347,17 @@ class ToolRunner:
         call = Call(plan, arguments, context, call_id, started)
         deadline = call.deadline
         acting = self._acting if plan.tool.spec.auth is not None else None
+        # (the coroutine reads CALL_DEADLINE when it runs, that is once awaited below)
+        guarded = self._guarded(call) if acting is None else acting.run(call, self._guarded)
         if deadline is None or self._local is not None:
-            result = await (
-                self._guarded(call) if acting is None else acting.run(call, self._guarded)
-            )
+            result = await guarded
         else:
             # A shared store waits for its server within the deadline (see CallDeadline),
             # which it reads on the loop's clock.
             left = deadline.remaining()
             bound = CALL_DEADLINE.set(CallDeadline(asyncio.get_running_loop().time() + left, left))
             try:
-                result = await (
-                    self._guarded(call) if acting is None else acting.run(call, self._guarded)
-                )
+                result = await guarded
             finally:
                 CALL_DEADLINE.reset(bound)
         if result.pending is not None:  # the call asked the user: its token, sealed
