@@ -34,7 +34,13 @@ from tdk._execution.requests import OpenUrl
 from tdk._execution.result import ToolResult
 from tdk.auth._authorization import Authorization, ProviderError, Reason, TokenStoreError
 from tdk.auth._provider import AuthRequirement, OAuthProvider
-from tdk.errors import ErrorKind, RetryableToolError, ToolError, ToolRequirementError
+from tdk.errors import (
+    ErrorKind,
+    FatalToolError,
+    RetryableToolError,
+    ToolError,
+    ToolRequirementError,
+)
 from tdk.runner._refusals import refusal_result
 from tdk.runner._retry import Call
 from tdk.runner._seal import Sealer, TokenUnreadableError
@@ -160,11 +166,16 @@ class Acting:
         except ToolRequirementError as missing:  # no cryptography to seal with
             return _turned_back(call, missing)
         url = self._auth.authorization_url(provider, scopes, state, verifier)
-        request = OpenUrl(
-            f"Sign in to {provider.name} so that this tool can act for you there; then come "
-            "back and go on.",
-            url,
-        )
+        try:
+            request = OpenUrl(
+                f"Sign in to {provider.name} so that this tool can act for you there; then "
+                "come back and go on.",
+                url,
+            )
+        except ValueError:  # a link longer than a host takes: the scopes granted are the
+            if granted:  # provider's word, as many as it said; ask for the tool's alone
+                return self._ask(call, user, requirement, ())
+            return _turned_back(call, _link_too_long(provider))
         return _turned_back(call, input_required({ask_key(provider.name): request.to_dict()}))
 
     async def complete(self, params: Mapping[str, object], user_id: str | None) -> Authorization:
@@ -279,6 +290,18 @@ def _unavailable(provider: OAuthProvider, failed: BaseException) -> ToolError:
         developer_message=(
             f"user_auth could not get the user's tokens at '{provider.name}' "
             f"({type(failed).__name__}: {_said(failed)})"
+        ),
+    )
+
+
+def _link_too_long(provider: OAuthProvider) -> ToolError:
+    """Why no sign-in can be asked: the link would be longer than a host takes."""
+    return FatalToolError(
+        f"The sign-in link of '{provider.name}' would be too long to show.",
+        developer_message=(
+            f"the authorization URL of '{provider.name}' with the tool's scopes and the "
+            "sealed state is longer than an OpenUrl takes: fewer or shorter scopes, or "
+            "shorter authorize_params"
         ),
     )
 

@@ -503,3 +503,41 @@ def test_a_signed_in_browser_shows_no_code_or_state() -> None:
 
     assert "7d1f" not in repr(signed_in)
     assert "alice" in repr(signed_in)
+
+
+@pytest.mark.parametrize(
+    ("granted", "needed", "kind"),
+    [
+        pytest.param(2000, 1, ErrorKind.TOOL_RUNTIME_INPUT_REQUIRED, id="provider-granted-many"),
+        pytest.param(0, 300, ErrorKind.TOOL_RUNTIME_FATAL, id="tool-needs-too-many"),
+    ],
+)
+def test_a_sign_in_link_too_long_to_show_is_a_result(
+    server: OAuthProviderServer, granted: int, needed: int, kind: ErrorKind
+) -> None:
+    """The link asks for the scopes granted so far with the tool's: a provider that said it
+    granted thousands makes it longer than an ``OpenUrl`` takes. The call then asks for the
+    tool's scopes alone; a tool whose own scopes cannot fit gets a failed result. Never an
+    exception out of ``run()``."""
+    github = provider_for(server)
+    scopes = [f"scope-{n:04d}-of-the-tool" for n in range(needed)]
+
+    @tool(requires_auth=github.with_scopes(*scopes), read_only=True)
+    async def scoped(context: ToolContext) -> str:
+        """Needs many scopes."""
+        return "ran"
+
+    store = InMemoryTokenStore()
+    if granted:  # (else no tokens at all: a first sign-in)
+        said = frozenset(f"granted-by-the-provider-{n:05d}" for n in range(granted))
+        run(store.put("alice", "github", TokenSet("access-7d2e", scopes=said)))
+    user_auth = UserAuth(store, redirect_uri=CALLBACK, secrets=client_secrets())
+    runner = ToolRunner(Toolkit("k", [scoped]), user_auth=user_auth, state_key=STATE_KEY)
+
+    result = run(runner.run("scoped", {}, context=ToolContext(user_id="alice")))
+
+    assert result.error is not None
+    assert result.error.kind is kind
+    if result.pending is not None:
+        url = result.pending.requests["auth.github"]["url"]
+        assert parse_qs(urlsplit(url).query)["scope"] == [" ".join(scopes)]
