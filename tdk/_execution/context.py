@@ -116,16 +116,22 @@ def _escaped_forms(value: str) -> Iterator[str]:
     a body an upstream echoes (Python's, with and without ``\\uXXXX`` escapes, in either
     case; PHP's, which escapes ``/``; Go's, which escapes ``<``, ``>`` and ``&``); and as HTML
     writes it."""
+    # (surrogateescape: a value read from os.environ; surrogatepass for any other lone
+    # surrogate, which JSON text can carry: a token an upstream answered)
+    errors = "surrogateescape"
+    try:
+        value.encode("utf-8", errors)
+    except UnicodeEncodeError:
+        errors = "surrogatepass"
     for safe in ("", _PATH_SAFE, _WHATWG_PATH_SAFE, _WHATWG_QUERY_SAFE):
-        # (surrogateescape: a value read from os.environ)
-        encoded = quote(value, safe=safe, errors="surrogateescape")
+        encoded = quote(value, safe=safe, errors=errors)
         yield encoded
         yield _PERCENT.sub(lambda escape: escape[0].lower(), encoded)
-    yield quote_plus(value, errors="surrogateescape")
+    yield quote_plus(value, errors=errors)
     quoted = repr(value + '"')[1:-2]  # (with a '"' in it, repr escapes every "'")
     yield quoted
     yield quoted.replace("\\'", "'")
-    yield repr(value.encode("utf-8", "surrogateescape") + b'"')[2:-2]
+    yield repr(value.encode("utf-8", errors) + b'"')[2:-2]
     for escaped in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
         yield escaped
         yield _UNICODE_ESCAPE.sub(lambda escape: escape[0].upper().replace("\\U", "\\u"), escaped)

@@ -541,3 +541,36 @@ def test_a_sign_in_link_too_long_to_show_is_a_result(
     if result.pending is not None:
         url = result.pending.requests["auth.github"]["url"]
         assert parse_qs(urlsplit(url).query)["scope"] == [" ".join(scopes)]
+
+
+def test_an_access_token_with_a_lone_surrogate_is_given_and_scrubbed() -> None:
+    """JSON can carry a lone surrogate (``"\\ud800"``): a provider answering such an access
+    token gets it to the body like any other, and a body that puts it in its error has it
+    scrubbed. Never a ``UnicodeEncodeError`` out of ``run()``."""
+    github = OAuthProvider(
+        name="github",
+        authorize_url="https://github.example/authorize",
+        token_url="https://github.example/token",
+        client_id_from="ID",
+        client_secret_from="SECRET",
+    )
+    answer = json.loads('{"access_token": "\\ud800odd-token-7d3f-0123456789"}')
+    token = TokenSet.from_token_response(answer)
+    seen: list[str | None] = []
+
+    @tool(requires_auth=github, read_only=True)
+    async def leaky(context: ToolContext) -> str:
+        """Puts its token in its error."""
+        seen.append(context.auth_token)
+        raise tdk.ToolRuntimeError(f"refused {context.auth_token}")
+
+    store = InMemoryTokenStore()
+    run(store.put("alice", "github", token))
+    user_auth = UserAuth(store, redirect_uri=CALLBACK, secrets={"ID": "i", "SECRET": "s"})
+    runner = ToolRunner(Toolkit("k", [leaky]), user_auth=user_auth, state_key=STATE_KEY)
+
+    result = run(runner.run("leaky", {}, context=ToolContext(user_id="alice")))
+
+    assert seen == [token.access_token]
+    assert result.error is not None
+    assert "odd-token-7d3f" not in json.dumps(result.to_dict())
