@@ -186,9 +186,8 @@ class Acting:
             payload = self._sealer.open(state)
             provider = self._providers[str(payload["p"])]
             expires = float(payload["exp"])
-        except (TokenUnreadableError, KeyError, TypeError, ValueError):
-            return Authorization(False, None, "forged")
-        except ToolRequirementError:  # no cryptography: nothing was sealed either
+        # (ToolRequirementError: no cryptography to open with, so nothing was sealed either)
+        except (TokenUnreadableError, KeyError, TypeError, ValueError, ToolRequirementError):
             return Authorization(False, None, "forged")
         if not math.isfinite(expires) or expires <= time.time():
             return Authorization(False, provider.name, "expired")
